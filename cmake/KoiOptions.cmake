@@ -1,0 +1,50 @@
+# Compile flags, sanitizers and the helpers every module uses to declare itself.
+add_compile_options(-Wall -Wextra -Wno-unused-parameter)
+if(KOI_WERROR)
+  add_compile_options(-Werror)
+endif()
+if(KOI_NATIVE)
+  add_compile_options(-march=native)
+endif()
+set(_koi_san "")
+if(KOI_ASAN)
+  list(APPEND _koi_san address)
+endif()
+if(KOI_UBSAN)
+  list(APPEND _koi_san undefined)
+endif()
+if(KOI_TSAN)
+  list(APPEND _koi_san thread)
+endif()
+if(_koi_san)
+  list(JOIN _koi_san "," _koi_san_list)
+  add_compile_options(-fsanitize=${_koi_san_list} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=${_koi_san_list})
+endif()
+
+# koi_add_library(NAME SOURCES ... DEPS ...): one static library per module, include root is src/.
+function(koi_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(koi_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(koi_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(koi_${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# koi_add_test(NAME SOURCES ... DEPS ... LABEL unit|integration|slow): one GoogleTest binary whose
+# tests are registered one by one with CTest under the given label.
+function(koi_add_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    KOI_SHARED_DIR="${KOI_SHARED_DIR}" KOI_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    KOI_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+endfunction()

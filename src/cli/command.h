@@ -1,0 +1,38 @@
+// The subcommand registry of the `koi` binary. Each subcommand lives in one file under
+// src/cli and registers itself with KOI_COMMAND: a setup function that declares its flags on
+// the CLI11 sub-app and returns the function that runs it (returning the process exit code).
+// Registration happens during static initialisation; main() reads the registry once.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace koi::cli {
+
+using Runner = std::function<int()>;
+using Setup = std::function<Runner(CLI::App*)>;
+
+struct Command {
+  std::string name;
+  std::string help;
+  Setup setup;
+};
+
+std::vector<Command>& command_registry();
+
+struct CommandRegistrar {
+  CommandRegistrar(std::string name, std::string help, Setup setup) {
+    command_registry().push_back({std::move(name), std::move(help), std::move(setup)});
+  }
+};
+
+// Prints "error: <message>" (and an optional hint) to stderr; returns the exit code 1.
+int fail(const std::string& message);
+
+}  // namespace koi::cli
+
+#define KOI_COMMAND(name, help, setup) \
+  static ::koi::cli::CommandRegistrar koi_command_registrar_##name(#name, help, setup)
