@@ -48,3 +48,24 @@ function(koi_add_test name)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()
+
+# koi_add_module(NAME DEPS ...): the library koi_NAME from every *.cc in the calling folder
+# (subfolders included) except *_test.cc and *_fuzz.cc, and the unit-test binary
+# koi_NAME_test from every *_test.cc there. New files are picked up without editing CMake.
+function(koi_add_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
+  file(GLOB_RECURSE _all CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  set(_lib_srcs "")
+  set(_test_srcs "")
+  foreach(f ${_all})
+    if(f MATCHES "_test\\.cc$")
+      list(APPEND _test_srcs ${f})
+    elseif(NOT f MATCHES "_fuzz\\.cc$")
+      list(APPEND _lib_srcs ${f})
+    endif()
+  endforeach()
+  koi_add_library(${name} SOURCES ${_lib_srcs} DEPS ${ARG_DEPS})
+  if(_test_srcs)
+    koi_add_test(koi_${name}_test SOURCES ${_test_srcs} DEPS koi_${name} ${ARG_TEST_DEPS} LABEL unit)
+  endif()
+endfunction()
