@@ -25,6 +25,12 @@ endif()
 # koi_add_library(NAME SOURCES ... DEPS ...): one static library per module, include root is src/.
 function(koi_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_SOURCES)  # a module that is headers only, so far
+    add_library(koi_${name} INTERFACE)
+    target_include_directories(koi_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(koi_${name} INTERFACE ${ARG_DEPS})
+    return()
+  endif()
   add_library(koi_${name} STATIC ${ARG_SOURCES})
   target_include_directories(koi_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(koi_${name} PUBLIC ${ARG_DEPS})

@@ -1,0 +1,56 @@
+// The CPU kernels behind the model's forward pass: one function per op.
+//
+// Every op here has a plain scalar reference in ops_ref.cc (namespace koi::kernels::ref),
+// and the public entry points dispatch to the fastest variant the CPU supports. A fast
+// variant must agree with the reference within the tolerance its test states.
+//
+// Determinism contract (the engine's batch invariance rests on it): the value computed for
+// one token's row never depends on how many other tokens are in the batch, on their
+// contents, or on the number of threads. Kernels may split work across rows and output
+// columns, never across the reduction dimension.
+//
+// All functions are thread-safe; those that take a ThreadPool run on it and must be called
+// by the pool's owner.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace koi::kernels {
+
+// y[t, o] = sum_i w[o, i] * x[t, i] for t in [0, n_tokens), o in [0, out).
+// w: a 2-D weight view {in, out} of any DType; x: f32 [n_tokens, in]; y: f32 [n_tokens, out].
+void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n values. out may alias x.
+void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
+
+// Rotary position embedding, in place, on n_heads heads of head_dim values at `pos`.
+// inv_freq[i] (head_dim / 2 values) is the rotation frequency of pair i.
+// kInterleaved rotates pairs (2i, 2i+1) (Meta / GGUF "llama" layout); kNeox rotates pairs
+// (i, i + head_dim/2) (Hugging Face layout, GGUF "qwen2").
+enum class RopeStyle { kInterleaved, kNeox };
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
+          RopeStyle style);
+
+// In place: x = softmax(x) over n values.
+void softmax(float* x, int64_t n);
+
+// In place: gate[i] = silu(gate[i]) * up[i].
+void silu_mul(float* gate, const float* up, int64_t n);
+
+// Dot product of two f32 vectors.
+float dot(const float* a, const float* b, int64_t n);
+
+// y[i] += a * x[i].
+void axpy(float a, const float* x, float* y, int64_t n);
+
+namespace ref {
+// Scalar references, one for each op above that has a fast variant.
+void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens);
+float dot(const float* a, const float* b, int64_t n);
+}  // namespace ref
+
+}  // namespace koi::kernels

@@ -1,0 +1,40 @@
+// ForwardBatch: what one forward pass computes, in the engine's terms and no others.
+//
+// A batch is a flat list of tokens from any mix of sequences: prefill chunks and decode
+// tokens alike. Token t belongs to sequence seq_index[t] and sits at position positions[t]
+// of that sequence. Its K and V are written to the paged cache at the slot its sequence's
+// block table gives for that position (slot = block_table[pos / block_size] * block_size +
+// pos % block_size), and it attends to positions 0..positions[t] of its own sequence, so
+// earlier chunks must already be in the cache and a sequence's tokens in the batch are in
+// increasing position order. Logits are produced only for the tokens listed in
+// logit_indices, in that order. The batch does not own the block tables it points to.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace koi::model {
+
+struct BatchSequence {
+  std::span<const int32_t> block_table;  // physical block ids, in position order
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_index;       // index into sequences, one per token
+  std::vector<BatchSequence> sequences;
+  std::vector<int32_t> logit_indices;   // token indices whose logits are wanted
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  void clear() {
+    token_ids.clear();
+    positions.clear();
+    seq_index.clear();
+    sequences.clear();
+    logit_indices.clear();
+  }
+};
+
+}  // namespace koi::model
