@@ -1,0 +1,221 @@
+#include "model/llama.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace koi::model {
+namespace {
+
+void ensure(std::vector<float>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+}
+
+void add_bias(float* y, const TensorView& bias, int64_t n_tokens, int64_t width) {
+  if (bias.data == nullptr) return;
+  for (int64_t t = 0; t < n_tokens; ++t) kernels::axpy(1.0f, bias.f32(), y + t * width, width);
+}
+
+Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne,
+                    bool f32_only) {
+  TensorView want = make_view(DType::kF32, ne, nullptr);
+  if (t.data == nullptr) return Status::corrupt("tensor " + name + " is missing");
+  if (t.n_dims != want.n_dims || t.ne != want.ne) {
+    return Status::corrupt("tensor " + name + " has shape " + t.shape_string() + ", expected " +
+                           want.shape_string());
+  }
+  if (f32_only && t.type != DType::kF32) {
+    return Status::unsupported("tensor " + name + " has type " + std::string(dtype_name(t.type)) +
+                               "; norms and biases must be f32");
+  }
+  if (t.ne[0] % dtype_block_size(t.type) != 0) {
+    return Status::corrupt("tensor " + name + " has rows of " + std::to_string(t.ne[0]) +
+                           " values, not a multiple of the " + std::string(dtype_name(t.type)) + " block size");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
+  KOI_RETURN_IF_ERROR(check_tensor(w.token_embd, "token_embd", {c.dim, c.n_vocab}, false));
+  KOI_RETURN_IF_ERROR(check_tensor(w.output_norm, "output_norm", {c.dim}, true));
+  KOI_RETURN_IF_ERROR(check_tensor(w.output, "output", {c.dim, c.n_vocab}, false));
+  if (static_cast<int>(w.layers.size()) != c.n_layers) {
+    return Status::corrupt("model has " + std::to_string(w.layers.size()) + " layers of weights, config says " +
+                           std::to_string(c.n_layers));
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    std::string p = "blk." + std::to_string(l) + ".";
+    KOI_RETURN_IF_ERROR(check_tensor(L.attn_norm, p + "attn_norm", {c.dim}, true));
+    KOI_RETURN_IF_ERROR(check_tensor(L.wq, p + "attn_q", {c.dim, c.q_dim()}, false));
+    KOI_RETURN_IF_ERROR(check_tensor(L.wk, p + "attn_k", {c.dim, c.kv_dim()}, false));
+    KOI_RETURN_IF_ERROR(check_tensor(L.wv, p + "attn_v", {c.dim, c.kv_dim()}, false));
+    KOI_RETURN_IF_ERROR(check_tensor(L.wo, p + "attn_output", {c.q_dim(), c.dim}, false));
+    if (c.qkv_bias) {
+      KOI_RETURN_IF_ERROR(check_tensor(L.bq, p + "attn_q.bias", {c.q_dim()}, true));
+      KOI_RETURN_IF_ERROR(check_tensor(L.bk, p + "attn_k.bias", {c.kv_dim()}, true));
+      KOI_RETURN_IF_ERROR(check_tensor(L.bv, p + "attn_v.bias", {c.kv_dim()}, true));
+    }
+    KOI_RETURN_IF_ERROR(check_tensor(L.ffn_norm, p + "ffn_norm", {c.dim}, true));
+    KOI_RETURN_IF_ERROR(check_tensor(L.w_gate, p + "ffn_gate", {c.dim, c.ffn_dim}, false));
+    KOI_RETURN_IF_ERROR(check_tensor(L.w_up, p + "ffn_up", {c.dim, c.ffn_dim}, false));
+    KOI_RETURN_IF_ERROR(check_tensor(L.w_down, p + "ffn_down", {c.ffn_dim, c.dim}, false));
+  }
+  return ok_status();
+}
+
+LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
+    : config_(std::move(config)), weights_(std::move(weights)), inv_freq_(config_.rope_inv_freq()) {}
+
+KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size) const {
+  KvCacheShape s;
+  s.n_layers = config_.n_layers;
+  s.n_kv_heads = config_.n_kv_heads;
+  s.head_dim = config_.head_dim;
+  s.block_size = block_size;
+  s.num_blocks = num_blocks;
+  return s;
+}
+
+Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens();
+  const KvCacheShape& ks = kv.shape();
+  if (batch.positions.size() != batch.token_ids.size() || batch.seq_index.size() != batch.token_ids.size()) {
+    return Status::invalid_argument("forward batch: token, position and sequence lists differ in length");
+  }
+  if (ks.n_layers != c.n_layers || ks.n_kv_heads != c.n_kv_heads || ks.head_dim != c.head_dim) {
+    return Status::invalid_argument("forward batch: KV cache shape does not match the model");
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    int32_t tok = batch.token_ids[t], pos = batch.positions[t], s = batch.seq_index[t];
+    if (tok < 0 || tok >= c.n_vocab) {
+      return Status::invalid_argument("token id " + std::to_string(tok) + " is outside the vocabulary of " +
+                                      std::to_string(c.n_vocab));
+    }
+    if (s < 0 || s >= static_cast<int32_t>(batch.sequences.size())) {
+      return Status::invalid_argument("forward batch: token " + std::to_string(t) + " names a missing sequence");
+    }
+    if (pos < 0 || pos >= c.max_seq_len) {
+      return Status::invalid_argument("position " + std::to_string(pos) + " is outside the context of " +
+                                      std::to_string(c.max_seq_len) + " tokens");
+    }
+    const auto& bt = batch.sequences[s].block_table;
+    if (static_cast<int64_t>(bt.size()) * ks.block_size <= pos) {
+      return Status::invalid_argument("forward batch: block table too short for position " + std::to_string(pos));
+    }
+    for (int64_t b = 0; b <= pos / ks.block_size; ++b) {
+      if (bt[b] < 0 || bt[b] >= ks.num_blocks) {
+        return Status::invalid_argument("forward batch: block id " + std::to_string(bt[b]) + " out of range");
+      }
+    }
+  }
+  for (int32_t idx : batch.logit_indices) {
+    if (idx < 0 || idx >= T) return Status::invalid_argument("forward batch: logit index out of range");
+  }
+  if (T == 0) return ok_status();
+
+  const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ffn = c.ffn_dim;
+  ensure(x_, T * dim);
+  ensure(xn_, T * dim);
+  ensure(q_, T * qd);
+  ensure(k_, T * kvd);
+  ensure(v_, T * kvd);
+  ensure(attn_out_, T * qd);
+  ensure(proj_, T * dim);
+  ensure(gate_, T * ffn);
+  ensure(up_, T * ffn);
+
+  // Embedding: x[t] = token_embd[token_ids[t]]   (T, dim)
+  for (int64_t t = 0; t < T; ++t) {
+    dequantize_row(weights_.token_embd.type, weights_.token_embd.row(batch.token_ids[t]), x_.data() + t * dim, dim);
+  }
+
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const LayerWeights& L = weights_.layers[layer];
+    // Attention block. xn = rmsnorm(x)  (T, dim); q (T, q_dim); k, v (T, kv_dim)
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::rmsnorm(x_.data() + t * dim, L.attn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
+    }
+    kernels::matmul(L.wq, xn_.data(), q_.data(), T, pool);
+    kernels::matmul(L.wk, xn_.data(), k_.data(), T, pool);
+    kernels::matmul(L.wv, xn_.data(), v_.data(), T, pool);
+    add_bias(q_.data(), L.bq, T, qd);
+    add_bias(k_.data(), L.bk, T, kvd);
+    add_bias(v_.data(), L.bv, T, kvd);
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t pos = batch.positions[t];
+      kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
+      kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
+      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
+      std::copy_n(k_.data() + t * kvd, kvd, kv.k(layer, slot));
+      std::copy_n(v_.data() + t * kvd, kvd, kv.v(layer, slot));
+    }
+    attention(batch, kv, layer, pool);
+    kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
+    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+
+    // Feed-forward block (SwiGLU): x += down(silu(gate(xn)) * up(xn))   gate, up (T, ffn)
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
+    }
+    kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
+    kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
+    kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+    kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
+    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+  }
+
+  // Final norm and classifier, only for the rows whose logits are wanted.  (R, dim) -> (R, vocab)
+  const int64_t R = static_cast<int64_t>(batch.logit_indices.size());
+  ensure(logit_in_, R * dim);
+  for (int64_t r = 0; r < R; ++r) {
+    kernels::rmsnorm(x_.data() + batch.logit_indices[r] * dim, weights_.output_norm.f32(), logit_in_.data() + r * dim,
+                     dim, c.norm_eps);
+  }
+  kernels::matmul(weights_.output, logit_in_.data(), logits, R, pool);
+  return ok_status();
+}
+
+// attn_out[t, h] = sum_j softmax_j(q[t,h] . k[j, kvh] / sqrt(head_dim)) v[j, kvh], over the
+// positions j <= positions[t] of token t's sequence, read from the paged cache.
+void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens(), hd = c.head_dim, qd = c.q_dim();
+  const int block_size = kv.shape().block_size;
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto work = [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / c.n_heads, head_idx = item % c.n_heads;
+      const int64_t kv_head = head_idx / group;
+      const int32_t pos = batch.positions[t];
+      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const float* q = q_.data() + t * qd + head_idx * hd;
+      if (static_cast<int64_t>(scores.size()) < pos + 1) scores.resize(static_cast<size_t>(pos) + 1);
+      for (int32_t j = 0; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
+        scores[j] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
+      }
+      kernels::softmax(scores.data(), pos + 1);
+      float* out = attn_out_.data() + t * qd + head_idx * hd;
+      std::fill_n(out, hd, 0.0f);
+      for (int32_t j = 0; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
+        kernels::axpy(scores[j], kv.v(layer, slot) + kv_head * hd, out, hd);
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(T * c.n_heads, work);
+  } else {
+    work(0, T * c.n_heads);
+  }
+}
+
+}  // namespace koi::model

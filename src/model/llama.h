@@ -1,0 +1,52 @@
+// LlamaModel: the forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, SmolLM,
+// TinyLlama) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
+//
+// forward() runs one ForwardBatch (any mix of prefill chunks and decode tokens from many
+// sequences) over a paged KvCache and writes the logits of the requested tokens. A token's
+// result depends only on its own sequence's tokens, never on the rest of the batch
+// (batch invariance), because every kernel keeps a fixed reduction order per row.
+// Not thread-safe: one thread (the engine's) calls forward(); the work inside runs on the
+// ThreadPool given at construction. Scratch memory is reused across calls.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace koi::model {
+
+class LlamaModel {
+ public:
+  LlamaModel(ModelConfig config, ModelWeights weights);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // Shape of a KV cache for this model with the given number of blocks.
+  KvCacheShape kv_shape(int num_blocks, int block_size = 16) const;
+
+  // Checks the batch against the cache (block tables long enough, positions in range,
+  // token ids in the vocabulary), then computes; logits is [logit_indices.size(), n_vocab].
+  Status forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool);
+
+ private:
+  void attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::vector<float> inv_freq_;
+  // Scratch, sized for the largest batch seen: activations [n_tokens, width].
+  std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
+};
+
+// Checks that every tensor has the shape and type the config implies; the message names
+// the tensor ("blk.3.attn_k.weight has shape [64, 32], expected [64, 16]").
+Status validate_weights(const ModelConfig& config, const ModelWeights& weights);
+
+}  // namespace koi::model

@@ -1,0 +1,81 @@
+#include "model/model_config.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace koi::model {
+
+Status ModelConfig::validate() const {
+  auto bad = [](const std::string& what) {
+    return Status::invalid_argument("model config: " + what);
+  };
+  if (arch != "llama" && arch != "qwen2") {
+    return Status::unsupported("model config: architecture '" + arch +
+                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2)");
+  }
+  if (n_vocab <= 0) return bad("vocabulary size must be positive, got " + std::to_string(n_vocab));
+  if (dim <= 0) return bad("hidden size must be positive, got " + std::to_string(dim));
+  if (n_layers <= 0) return bad("number of layers must be positive, got " + std::to_string(n_layers));
+  if (n_heads <= 0 || n_kv_heads <= 0) return bad("head counts must be positive");
+  if (n_heads % n_kv_heads != 0) {
+    return bad("attention heads (" + std::to_string(n_heads) + ") must be a multiple of key/value heads (" +
+               std::to_string(n_kv_heads) + ")");
+  }
+  if (head_dim <= 0 || head_dim % 2 != 0) return bad("head dimension must be positive and even, got " + std::to_string(head_dim));
+  if (ffn_dim <= 0) return bad("feed-forward size must be positive, got " + std::to_string(ffn_dim));
+  if (max_seq_len <= 0) return bad("context length must be positive");
+  if (!(norm_eps > 0.0f) || !(rope_theta > 0.0f)) return bad("norm epsilon and rope theta must be positive");
+  if (!rope_factors.empty() && static_cast<int>(rope_factors.size()) != head_dim / 2) {
+    return bad("rope_freqs has " + std::to_string(rope_factors.size()) + " values, expected head_dim/2 = " +
+               std::to_string(head_dim / 2));
+  }
+  return ok_status();
+}
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  const int half = head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(rope_theta), 2.0 * i / head_dim));
+  }
+  std::vector<float> factors = rope_freq_factors();
+  for (size_t i = 0; i < factors.size(); ++i) inv[i] /= factors[i];
+  return inv;
+}
+
+std::vector<float> ModelConfig::rope_freq_factors() const {
+  if (!rope_factors.empty()) return rope_factors;
+  if (!rope_scaling.enabled) return {};
+  const int half = head_dim / 2;
+  const RopeScaling& s = rope_scaling;
+  const double low_freq_wavelen = s.original_max_position / s.low_freq_factor;
+  const double high_freq_wavelen = s.original_max_position / s.high_freq_factor;
+  std::vector<float> factors(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    double freq = 1.0 / std::pow(static_cast<double>(rope_theta), 2.0 * i / head_dim);
+    double wavelen = 2.0 * std::numbers::pi / freq;
+    double scaled;
+    if (wavelen < high_freq_wavelen) {
+      scaled = freq;
+    } else if (wavelen > low_freq_wavelen) {
+      scaled = freq / s.factor;
+    } else {
+      double smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+      scaled = (1.0 - smooth) * freq / s.factor + smooth * freq;
+    }
+    factors[i] = static_cast<float>(freq / scaled);
+  }
+  return factors;
+}
+
+int64_t ModelConfig::num_parameters() const {
+  int64_t per_layer = 2LL * dim + static_cast<int64_t>(dim) * (q_dim() + 2LL * kv_dim()) +
+                      static_cast<int64_t>(q_dim()) * dim + 3LL * dim * ffn_dim;
+  if (qkv_bias) per_layer += q_dim() + 2LL * kv_dim();
+  int64_t total = per_layer * n_layers + static_cast<int64_t>(n_vocab) * dim + dim;
+  if (!tied_embeddings) total += static_cast<int64_t>(n_vocab) * dim;
+  return total;
+}
+
+}  // namespace koi::model

@@ -1,0 +1,57 @@
+// ModelConfig: the shape and hyper-parameters of a Llama-family model (Llama 1/2/3,
+// Mistral, Qwen2, SmolLM, TinyLlama), whatever file it came from. Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/ops.h"
+
+namespace koi::model {
+
+// Llama 3.x "llama3" rope scaling (Hugging Face rope_scaling with rope_type "llama3").
+struct RopeScaling {
+  bool enabled = false;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position = 8192;
+};
+
+struct ModelConfig {
+  std::string arch = "llama";  // "llama" (Llama, Mistral, SmolLM, TinyLlama) or "qwen2"
+  std::string name;
+  int n_vocab = 0;
+  int dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int ffn_dim = 0;
+  int max_seq_len = 2048;
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  // Explicit per-pair frequency divisors (GGUF "rope_freqs.weight"); when set, they replace
+  // the ones rope_scaling implies.
+  std::vector<float> rope_factors;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  // Checks that the numbers describe a model Koi can run; names the offending field.
+  Status validate() const;
+  // Rotation frequency of each of the head_dim/2 rope pairs, after rope scaling.
+  std::vector<float> rope_inv_freq() const;
+  // Per-pair divisors that turn the unscaled frequencies into rope_inv_freq() (the
+  // "rope_freqs" tensor llama.cpp stores for Llama 3); empty when there is no scaling.
+  std::vector<float> rope_freq_factors() const;
+  // Number of parameters implied by the shape (for reports).
+  int64_t num_parameters() const;
+};
+
+}  // namespace koi::model

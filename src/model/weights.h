@@ -1,0 +1,45 @@
+// ModelWeights: views of every tensor the forward pass reads, and the storage behind them.
+//
+// The views usually point into memory-mapped files (GGUF, safetensors) held by `files`;
+// weights converted at load time (llama2.c import, tests) live in `owned`. Moving a
+// ModelWeights keeps the views valid (mappings and heap buffers do not move).
+// Immutable after loading; safe to read from many threads.
+#pragma once
+
+#include <any>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace koi::model {
+
+struct LayerWeights {
+  TensorView attn_norm;            // f32 [dim]
+  TensorView wq, wk, wv, wo;       // wq {dim, q_dim}, wk/wv {dim, kv_dim}, wo {q_dim, dim}
+  TensorView bq, bk, bv;           // f32 biases (Qwen2), data == nullptr when absent
+  TensorView ffn_norm;             // f32 [dim]
+  TensorView w_gate, w_up;         // {dim, ffn_dim}
+  TensorView w_down;               // {ffn_dim, dim}
+};
+
+struct ModelWeights {
+  TensorView token_embd;           // {dim, n_vocab}
+  std::vector<LayerWeights> layers;
+  TensorView output_norm;          // f32 [dim]
+  TensorView output;               // {dim, n_vocab}; the same as token_embd when tied
+
+  // Keeps the storage alive: mapped files and owned buffers, type-erased.
+  std::vector<std::shared_ptr<const void>> storage;
+
+  // Adds an owned buffer and returns a pointer to its bytes.
+  template <typename T>
+  const T* own(std::vector<T> data) {
+    auto p = std::make_shared<const std::vector<T>>(std::move(data));
+    storage.push_back(p);
+    return p->data();
+  }
+};
+
+}  // namespace koi::model
