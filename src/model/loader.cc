@@ -1,0 +1,263 @@
+#include "model/loader.h"
+
+#include <boost/json.hpp>
+
+#include <cstring>
+#include <memory>
+
+#include "base/file.h"
+#include "model/gguf.h"
+#include "model/llama.h"
+#include "model/safetensors.h"
+
+namespace koi::model {
+namespace {
+
+namespace json = boost::json;
+
+constexpr char kGgufMagic[] = "GGUF";
+
+}  // namespace
+
+ModelFormat detect_format(const std::string& path) {
+  if (is_directory(path)) {
+    return file_exists(path_join(path, "config.json")) ? ModelFormat::kHuggingFace : ModelFormat::kUnknown;
+  }
+  auto file = MappedFile::open(path);
+  if (!file.ok() || file->size() < 4) return ModelFormat::kUnknown;
+  if (std::memcmp(file->data(), kGgufMagic, 4) == 0) return ModelFormat::kGguf;
+  if (file->size() >= 28) return ModelFormat::kLlama2c;  // no magic: the header is 7 plausible int32
+  return ModelFormat::kUnknown;
+}
+
+Result<LoadedWeights> load_weights(const std::string& path) {
+  switch (detect_format(path)) {
+    case ModelFormat::kGguf: return load_gguf_weights(path);
+    case ModelFormat::kHuggingFace: return load_hf_weights(path);
+    case ModelFormat::kLlama2c:
+      return Status::invalid_argument(path + ": not a GGUF file or a Hugging Face directory; if it is a llama2.c "
+                                      "checkpoint, import it first: koi convert --llama2c " + path +
+                                      " --tokenizer tokenizer.bin -o model.gguf");
+    case ModelFormat::kUnknown: break;
+  }
+  if (!file_exists(path)) return Status::not_found(path + ": no such file or directory");
+  if (is_directory(path)) {
+    return Status::invalid_argument(path + ": directory has no config.json; expected a Hugging Face model directory");
+  }
+  return Status::invalid_argument(path + ": not a model file Koi recognises (expected GGUF or a Hugging Face directory)");
+}
+
+// ---- GGUF -------------------------------------------------------------------------------
+
+Result<ModelConfig> config_from_gguf(const GgufFile& g) {
+  KOI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
+  ModelConfig c;
+  c.arch = arch;
+  if (arch != "llama" && arch != "qwen2") {
+    return Status::unsupported(g.path() + ": architecture '" + arch +
+                               "' is not supported; Koi runs GGUF architectures llama and qwen2");
+  }
+  auto get_int = [&](const std::string& key) { return g.get_int(arch + "." + key); };
+  KOI_ASSIGN_OR_RETURN(int64_t dim, get_int("embedding_length"));
+  KOI_ASSIGN_OR_RETURN(int64_t layers, get_int("block_count"));
+  KOI_ASSIGN_OR_RETURN(int64_t ffn, get_int("feed_forward_length"));
+  KOI_ASSIGN_OR_RETURN(int64_t heads, get_int("attention.head_count"));
+  c.dim = static_cast<int>(dim);
+  c.n_layers = static_cast<int>(layers);
+  c.ffn_dim = static_cast<int>(ffn);
+  c.n_heads = static_cast<int>(heads);
+  auto kv_heads = get_int("attention.head_count_kv");
+  c.n_kv_heads = kv_heads.ok() ? static_cast<int>(*kv_heads) : c.n_heads;
+  auto ctx = get_int("context_length");
+  if (ctx.ok()) c.max_seq_len = static_cast<int>(*ctx);
+  auto key_len = get_int("attention.key_length");
+  c.head_dim = key_len.ok() ? static_cast<int>(*key_len) : (c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  auto eps = g.get_float(arch + ".attention.layer_norm_rms_epsilon");
+  if (eps.ok()) c.norm_eps = static_cast<float>(*eps);
+  auto theta = g.get_float(arch + ".rope.freq_base");
+  if (theta.ok()) c.rope_theta = static_cast<float>(*theta);
+  c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
+  c.qkv_bias = arch == "qwen2";
+  const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
+  if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
+  c.n_vocab = static_cast<int>(embd->view.ne[1]);
+  c.tied_embeddings = g.find_tensor("output.weight") == nullptr;
+  if (const GgufTensorInfo* rf = g.find_tensor("rope_freqs.weight")) {
+    if (rf->view.type != DType::kF32) return Status::corrupt(g.path() + ": rope_freqs.weight must be f32");
+    c.rope_factors.assign(rf->view.f32(), rf->view.f32() + rf->view.num_elements());
+  }
+  auto name = g.get_string("general.name");
+  if (name.ok()) c.name = *name;
+  if (Status s = c.validate(); !s.ok()) return s.with_prefix(g.path());
+  return c;
+}
+
+Result<LoadedWeights> load_gguf_weights(const std::string& path) {
+  KOI_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  auto gguf = std::make_shared<const GgufFile>(std::move(file));
+  KOI_ASSIGN_OR_RETURN(ModelConfig config, config_from_gguf(*gguf));
+  LoadedWeights out;
+  out.config = config;
+  ModelWeights& w = out.weights;
+  w.storage.push_back(gguf);
+  auto get = [&](const std::string& name) -> TensorView {
+    const GgufTensorInfo* t = gguf->find_tensor(name);
+    return t != nullptr ? t->view : TensorView{};
+  };
+  w.token_embd = get("token_embd.weight");
+  w.output_norm = get("output_norm.weight");
+  w.output = config.tied_embeddings ? w.token_embd : get("output.weight");
+  w.layers.resize(static_cast<size_t>(config.n_layers));
+  for (int l = 0; l < config.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = get(p + "attn_norm.weight");
+    L.wq = get(p + "attn_q.weight");
+    L.wk = get(p + "attn_k.weight");
+    L.wv = get(p + "attn_v.weight");
+    L.wo = get(p + "attn_output.weight");
+    L.bq = get(p + "attn_q.bias");
+    L.bk = get(p + "attn_k.bias");
+    L.bv = get(p + "attn_v.bias");
+    L.ffn_norm = get(p + "ffn_norm.weight");
+    L.w_gate = get(p + "ffn_gate.weight");
+    L.w_up = get(p + "ffn_up.weight");
+    L.w_down = get(p + "ffn_down.weight");
+  }
+  if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(path);
+  return out;
+}
+
+// ---- Hugging Face -----------------------------------------------------------------------
+
+Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& file_name) {
+  boost::system::error_code ec;
+  json::value root = json::parse(text, ec);
+  if (ec || !root.is_object()) {
+    return Status::corrupt(file_name + ": not valid JSON" + (ec ? " (" + ec.message() + ")" : ""));
+  }
+  const json::object& o = root.as_object();
+  auto num = [&](const char* key) -> std::optional<double> {
+    const json::value* v = o.if_contains(key);
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    if (v->is_int64()) return static_cast<double>(v->as_int64());
+    if (v->is_uint64()) return static_cast<double>(v->as_uint64());
+    if (v->is_double()) return v->as_double();
+    return std::nullopt;
+  };
+  auto require = [&](const char* key) -> Result<int> {
+    auto v = num(key);
+    if (!v) return Status::corrupt(file_name + ": missing or non-numeric field \"" + std::string(key) + "\"");
+    return static_cast<int>(*v);
+  };
+  ModelConfig c;
+  std::string arch_name;
+  if (const json::value* a = o.if_contains("architectures"); a && a->is_array() && !a->as_array().empty() &&
+                                                             a->as_array()[0].is_string()) {
+    arch_name = std::string(a->as_array()[0].as_string());
+  } else if (const json::value* mt = o.if_contains("model_type"); mt && mt->is_string()) {
+    arch_name = std::string(mt->as_string());
+  }
+  if (arch_name == "LlamaForCausalLM" || arch_name == "MistralForCausalLM" || arch_name == "llama" ||
+      arch_name == "mistral") {
+    c.arch = "llama";
+  } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
+    c.arch = "qwen2";
+    c.qkv_bias = true;
+  } else {
+    return Status::unsupported(file_name + ": architecture '" + arch_name +
+                               "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM");
+  }
+  KOI_ASSIGN_OR_RETURN(c.dim, require("hidden_size"));
+  KOI_ASSIGN_OR_RETURN(c.n_layers, require("num_hidden_layers"));
+  KOI_ASSIGN_OR_RETURN(c.n_heads, require("num_attention_heads"));
+  KOI_ASSIGN_OR_RETURN(c.ffn_dim, require("intermediate_size"));
+  KOI_ASSIGN_OR_RETURN(c.n_vocab, require("vocab_size"));
+  c.n_kv_heads = static_cast<int>(num("num_key_value_heads").value_or(c.n_heads));
+  c.head_dim = static_cast<int>(num("head_dim").value_or(c.n_heads > 0 ? c.dim / c.n_heads : 0));
+  c.max_seq_len = static_cast<int>(num("max_position_embeddings").value_or(2048));
+  c.norm_eps = static_cast<float>(num("rms_norm_eps").value_or(1e-6));
+  c.rope_theta = static_cast<float>(num("rope_theta").value_or(10000.0));
+  if (const json::value* b = o.if_contains("attention_bias"); b && b->is_bool() && b->as_bool()) c.qkv_bias = true;
+  if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tied_embeddings = t->as_bool();
+  c.rope_style = kernels::RopeStyle::kNeox;
+  if (const json::value* rs = o.if_contains("rope_scaling"); rs && rs->is_object()) {
+    const json::object& r = rs->as_object();
+    std::string type;
+    for (const char* k : {"rope_type", "type"}) {
+      if (const json::value* v = r.if_contains(k); v && v->is_string()) type = std::string(v->as_string());
+    }
+    auto rnum = [&](const char* key, double def) {
+      const json::value* v = r.if_contains(key);
+      if (v == nullptr) return def;
+      if (v->is_double()) return v->as_double();
+      if (v->is_int64()) return static_cast<double>(v->as_int64());
+      return def;
+    };
+    if (type == "llama3") {
+      c.rope_scaling.enabled = true;
+      c.rope_scaling.factor = static_cast<float>(rnum("factor", 8.0));
+      c.rope_scaling.low_freq_factor = static_cast<float>(rnum("low_freq_factor", 1.0));
+      c.rope_scaling.high_freq_factor = static_cast<float>(rnum("high_freq_factor", 4.0));
+      c.rope_scaling.original_max_position = static_cast<int>(rnum("original_max_position_embeddings", 8192));
+    } else if (!type.empty() && type != "default") {
+      return Status::unsupported(file_name + ": rope_scaling type '" + type + "' is not supported (only llama3)");
+    }
+  }
+  if (Status s = c.validate(); !s.ok()) return s.with_prefix(file_name);
+  return c;
+}
+
+Result<LoadedWeights> load_hf_weights(const std::string& dir) {
+  const std::string config_path = path_join(dir, "config.json");
+  KOI_ASSIGN_OR_RETURN(std::string config_text, read_file(config_path));
+  KOI_ASSIGN_OR_RETURN(ModelConfig config, parse_hf_config(config_text, config_path));
+  KOI_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open_dir(dir));
+  auto model = std::make_shared<const SafetensorsModel>(std::move(st));
+  if (model->find("lm_head.weight") == nullptr) config.tied_embeddings = true;
+  LoadedWeights out;
+  out.config = config;
+  ModelWeights& w = out.weights;
+  w.storage.push_back(model);
+  auto get = [&](const std::string& name) -> TensorView {
+    const SafetensorsTensor* t = model->find(name);
+    return t != nullptr ? t->view : TensorView{};
+  };
+  w.token_embd = get("model.embed_tokens.weight");
+  w.output_norm = get("model.norm.weight");
+  w.output = config.tied_embeddings ? w.token_embd : get("lm_head.weight");
+  w.layers.resize(static_cast<size_t>(config.n_layers));
+  for (int l = 0; l < config.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = get(p + "input_layernorm.weight");
+    L.wq = get(p + "self_attn.q_proj.weight");
+    L.wk = get(p + "self_attn.k_proj.weight");
+    L.wv = get(p + "self_attn.v_proj.weight");
+    L.wo = get(p + "self_attn.o_proj.weight");
+    L.bq = get(p + "self_attn.q_proj.bias");
+    L.bk = get(p + "self_attn.k_proj.bias");
+    L.bv = get(p + "self_attn.v_proj.bias");
+    L.ffn_norm = get(p + "post_attention_layernorm.weight");
+    L.w_gate = get(p + "mlp.gate_proj.weight");
+    L.w_up = get(p + "mlp.up_proj.weight");
+    L.w_down = get(p + "mlp.down_proj.weight");
+  }
+  // Norms and biases must be f32 for the forward pass; HF checkpoints often store them in
+  // bf16/f16, so those small vectors are converted into owned f32 copies.
+  auto to_f32 = [&](TensorView& t) {
+    if (t.data == nullptr || t.type == DType::kF32) return;
+    std::vector<float> f(static_cast<size_t>(t.num_elements()));
+    dequantize_row(t.type, t.data, f.data(), t.num_elements());
+    t.type = DType::kF32;
+    t.data = w.own(std::move(f));
+  };
+  to_f32(w.output_norm);
+  for (LayerWeights& L : w.layers) {
+    for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv}) to_f32(*t);
+  }
+  if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(dir);
+  return out;
+}
+
+}  // namespace koi::model

@@ -1,0 +1,4 @@
+# Forward pass vs the PyTorch reference (needs Debian's python3-torch).
+koi_add_test(model_reference_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_reference_test.cc
+  DEPS koi_model LABEL integration)

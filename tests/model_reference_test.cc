@@ -1,0 +1,169 @@
+// The forward pass against an independent oracle: tiny random Llama-family models in
+// Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
+// float64 logits are the reference. Koi must match them within 1e-4 relative error
+// (max |koi - ref| / max |ref| over each prompt's logits), loading the HF directory directly
+// and after conversion to GGUF at f32; q8_0 and q4_0 GGUF conversions must stay within the
+// tolerances stated below.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/file.h"
+#include "model/gguf.h"
+#include "model/gguf_export.h"
+#include "model/llama.h"
+#include "model/loader.h"
+
+namespace koi::model {
+namespace {
+
+// Quantization error budgets, relative to the largest reference logit of a prompt. q8_0 keeps
+// ~8 bits per weight (error ~0.4% per weight, averaging down in the dot products); q4_0 ~4
+// bits (error ~6% per weight).
+constexpr double kF32Tolerance = 1e-4;
+constexpr double kQ8Tolerance = 2e-2;
+constexpr double kQ4Tolerance = 1.5e-1;
+
+class ModelReferenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dir = make_temp_dir("koi-model-ref");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    std::string cmd = std::string("/usr/bin/python3 ") + KOI_SOURCE_DIR + "/tests/reference/tiny_models.py " + dir_ +
+                      " > " + dir_ + "/python.log 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "reference generator failed; see " << dir_ << "/python.log";
+  }
+  static void TearDownTestSuite() { remove_all(dir_); }
+
+  struct Reference {
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::vector<double>> logits;  // per prompt [len, vocab]
+  };
+
+  static Reference load_reference(const std::string& model_dir) {
+    Reference ref;
+    auto text = read_file(path_join(model_dir, "prompts.json"));
+    EXPECT_TRUE(text.ok());
+    for (const auto& p : boost::json::parse(*text).as_array()) {
+      std::vector<int32_t> ids;
+      for (const auto& v : p.as_array()) ids.push_back(static_cast<int32_t>(v.as_int64()));
+      ref.prompts.push_back(ids);
+    }
+    for (size_t i = 0; i < ref.prompts.size(); ++i) {
+      auto bytes = read_file(path_join(model_dir, "logits_" + std::to_string(i) + ".f64"));
+      EXPECT_TRUE(bytes.ok());
+      std::vector<double> l(bytes->size() / sizeof(double));
+      std::memcpy(l.data(), bytes->data(), bytes->size());
+      ref.logits.push_back(std::move(l));
+    }
+    return ref;
+  }
+
+  // Runs every prompt in ONE batch (several sequences, paged KV, logits for all positions)
+  // and returns the worst relative error over the prompts.
+  static double worst_error(LoadedWeights loaded, const Reference& ref) {
+    LlamaModel model(loaded.config, std::move(loaded.weights));
+    const int vocab = model.config().n_vocab;
+    const int block_size = 4;  // small blocks: every prompt spans several, non-contiguous ones
+    KvCache kv(model.kv_shape(64, block_size));
+    ForwardBatch batch;
+    std::vector<std::vector<int32_t>> tables(ref.prompts.size());
+    int next_block = 63;  // hand out blocks from the top, so tables are not the identity
+    for (size_t s = 0; s < ref.prompts.size(); ++s) {
+      const auto& p = ref.prompts[s];
+      for (size_t b = 0; b < (p.size() + block_size - 1) / block_size; ++b) tables[s].push_back(next_block--);
+      batch.sequences.push_back({tables[s]});
+      for (size_t i = 0; i < p.size(); ++i) {
+        batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
+        batch.token_ids.push_back(p[i]);
+        batch.positions.push_back(static_cast<int32_t>(i));
+        batch.seq_index.push_back(static_cast<int32_t>(s));
+      }
+    }
+    std::vector<float> logits(batch.logit_indices.size() * vocab);
+    ThreadPool pool(2);
+    Status st = model.forward(batch, kv, logits.data(), &pool);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    double worst = 0;
+    size_t row = 0;
+    for (size_t s = 0; s < ref.prompts.size(); ++s) {
+      double max_ref = 0, max_diff = 0;
+      for (size_t i = 0; i < ref.prompts[s].size(); ++i, ++row) {
+        for (int v = 0; v < vocab; ++v) {
+          double r = ref.logits[s][i * vocab + v];
+          max_ref = std::max(max_ref, std::fabs(r));
+          max_diff = std::max(max_diff, std::fabs(r - logits[row * vocab + v]));
+        }
+      }
+      worst = std::max(worst, max_diff / max_ref);
+    }
+    return worst;
+  }
+
+  static std::string to_gguf(const std::string& model_dir, DType type) {
+    auto loaded = load_hf_weights(model_dir);
+    EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+    GgufWriter writer;
+    auto stats = add_model_to_gguf(loaded->config, loaded->weights, type, writer);
+    EXPECT_TRUE(stats.ok()) << stats.status().to_string();
+    std::string path = model_dir + "." + std::string(dtype_name(type)) + ".gguf";
+    Status st = writer.write(path);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return path;
+  }
+
+  static std::string dir_;
+};
+
+std::string ModelReferenceTest::dir_;
+
+class PerModel : public ModelReferenceTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(PerModel, HuggingFaceDirectoryMatchesPyTorch) {
+  std::string d = path_join(dir_, GetParam());
+  auto loaded = load_hf_weights(d);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  double err = worst_error(std::move(*loaded), load_reference(d));
+  EXPECT_LT(err, kF32Tolerance);
+  std::printf("%s hf: max relative error %.3g\n", GetParam(), err);
+}
+
+TEST_P(PerModel, GgufAtEachTypeMatchesPyTorch) {
+  std::string d = path_join(dir_, GetParam());
+  Reference ref = load_reference(d);
+  for (auto [type, tol] : {std::pair{DType::kF32, kF32Tolerance}, std::pair{DType::kQ8_0, kQ8Tolerance},
+                           std::pair{DType::kQ4_0, kQ4Tolerance}}) {
+    std::string path = to_gguf(d, type);
+    auto loaded = load_gguf_weights(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    double err = worst_error(std::move(*loaded), ref);
+    EXPECT_LT(err, tol) << dtype_name(type);
+    std::printf("%s gguf %s: max relative error %.3g\n", GetParam(), std::string(dtype_name(type)).c_str(), err);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
+                         ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16"));
+
+TEST_F(ModelReferenceTest, UnsupportedArchitectureIsAClearError) {
+  auto c = parse_hf_config(R"({"architectures":["GPT2LMHeadModel"],"hidden_size":8})", "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "x/config.json: architecture 'GPT2LMHeadModel' is not supported; Koi runs LlamaForCausalLM, "
+            "MistralForCausalLM and Qwen2ForCausalLM");
+}
+
+TEST_F(ModelReferenceTest, MissingFieldIsAClearError) {
+  auto c = parse_hf_config(R"({"architectures":["LlamaForCausalLM"],"hidden_size":8})", "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "x/config.json: missing or non-numeric field \"num_hidden_layers\"");
+}
+
+}  // namespace
+}  // namespace koi::model

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""Makes tiny random Llama-family models in Hugging Face format and their reference logits.
+
+Usage: /usr/bin/python3 tiny_models.py OUT_DIR
+
+For each model OUT_DIR/<name>/ gets config.json, model.safetensors (written by hand: the
+format is an 8-byte header length, a JSON header and the raw tensors) and, for a fixed batch
+of prompts, logits_<i>.f64 (float64, [len(prompt), vocab]) from a plain PyTorch
+implementation of the architecture computed in float64, plus prompts.json.
+This is the independent oracle for Koi's forward pass; it shares no code with Koi.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+PROMPTS = [[1, 5, 9, 200, 17, 3, 44], [1, 250], [7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35]]
+
+MODELS = {
+    # name: (architecture, hidden, layers, heads, kv_heads, ffn, vocab, tied, theta, bias, rope_scaling, dtype)
+    "llama_gqa": ("LlamaForCausalLM", 64, 2, 8, 2, 96, 320, False, 10000.0, False, None, "F32"),
+    "qwen2_bias_tied": ("Qwen2ForCausalLM", 64, 2, 4, 2, 128, 288, True, 1e6, True, None, "F32"),
+    "llama3_scaled": ("LlamaForCausalLM", 128, 2, 8, 2, 160, 256, False, 500000.0, False,
+                      {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "F32"),
+    "mistral_bf16": ("MistralForCausalLM", 64, 2, 4, 1, 96, 256, False, 1e6, False, None, "BF16"),
+}
+
+
+def write_safetensors(path, tensors, dtype):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        if dtype == "BF16":
+            raw = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
+        else:
+            raw = t.to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def inv_freq(head_dim, theta, scaling):
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    if scaling is None:
+        return inv
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for f in inv.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < high_wavelen:
+            out.append(f)
+        elif wavelen > low_wavelen:
+            out.append(f / factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append((1 - smooth) * f / factor + smooth * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def forward(cfg, W, ids):
+    hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = hidden // heads
+    eps = cfg["rms_norm_eps"]
+    T = len(ids)
+    x = W["model.embed_tokens.weight"][torch.tensor(ids)]
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq(hd, cfg["rope_theta"], cfg.get("rope_scaling")))
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+
+        def proj(name):
+            y = h @ W[p + f"self_attn.{name}.weight"].T
+            b = W.get(p + f"self_attn.{name}.bias")
+            return y + b if b is not None else y
+
+        q = proj("q_proj").view(T, heads, hd).transpose(0, 1)
+        k = proj("k_proj").view(T, kv_heads, hd).transpose(0, 1)
+        v = proj("v_proj").view(T, kv_heads, hd).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(heads // kv_heads, dim=0)
+        v = v.repeat_interleave(heads // kv_heads, dim=0)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + mask, dim=-1)
+        o = (att @ v).transpose(0, 1).reshape(T, heads * hd)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        g = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T)
+        u = h @ W[p + "mlp.up_proj.weight"].T
+        x = x + (g * u) @ W[p + "mlp.down_proj.weight"].T
+    x = rmsnorm(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return x @ head.T
+
+
+def make(out_dir, name, spec, seed):
+    arch, hidden, layers, heads, kv_heads, ffn, vocab, tied, theta, bias, scaling, dtype = spec
+    g = torch.Generator().manual_seed(seed)
+    hd = hidden // heads
+    cfg = {"architectures": [arch], "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
+           "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": theta, "tie_word_embeddings": tied,
+           "torch_dtype": "float32" if dtype == "F32" else "bfloat16"}
+    if scaling:
+        cfg["rope_scaling"] = scaling
+
+    def rand(*shape, scale=0.08):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+    W = {"model.embed_tokens.weight": rand(vocab, hidden, scale=0.5),
+         "model.norm.weight": 1.0 + rand(hidden, scale=0.1)}
+    if not tied:
+        W["lm_head.weight"] = rand(vocab, hidden)
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = 1.0 + rand(hidden, scale=0.1)
+        W[p + "post_attention_layernorm.weight"] = 1.0 + rand(hidden, scale=0.1)
+        W[p + "self_attn.q_proj.weight"] = rand(heads * hd, hidden, scale=0.2)
+        W[p + "self_attn.k_proj.weight"] = rand(kv_heads * hd, hidden, scale=0.2)
+        W[p + "self_attn.v_proj.weight"] = rand(kv_heads * hd, hidden)
+        W[p + "self_attn.o_proj.weight"] = rand(hidden, heads * hd)
+        if bias:
+            W[p + "self_attn.q_proj.bias"] = rand(heads * hd, scale=0.5)
+            W[p + "self_attn.k_proj.bias"] = rand(kv_heads * hd, scale=0.5)
+            W[p + "self_attn.v_proj.bias"] = rand(kv_heads * hd, scale=0.5)
+        W[p + "mlp.gate_proj.weight"] = rand(ffn, hidden)
+        W[p + "mlp.up_proj.weight"] = rand(ffn, hidden)
+        W[p + "mlp.down_proj.weight"] = rand(hidden, ffn)
+    # The reference sees exactly the stored weights (rounded to f32 or bf16).
+    store = torch.float32 if dtype == "F32" else torch.bfloat16
+    W = {k: v.to(store).to(torch.float64) for k, v in W.items()}
+
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_safetensors(os.path.join(d, "model.safetensors"), W, dtype)
+    with open(os.path.join(d, "prompts.json"), "w") as f:
+        json.dump(PROMPTS, f)
+    for i, ids in enumerate(PROMPTS):
+        logits = forward(cfg, W, ids)
+        with open(os.path.join(d, f"logits_{i}.f64"), "wb") as f:
+            f.write(logits.contiguous().numpy().astype("<f8").tobytes())
+
+
+def main():
+    out = sys.argv[1]
+    for seed, (name, spec) in enumerate(MODELS.items()):
+        make(out, name, spec, 1234 + seed)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
