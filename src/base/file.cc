@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -99,35 +100,80 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
-Status write_file_atomic(const std::string& path, std::string_view contents) {
+AtomicFileWriter::AtomicFileWriter(int fd, std::string path, std::string tmp)
+    : fd_(fd), path_(std::move(path)), tmp_(std::move(tmp)) {
+  buf_.reserve(1 << 20);
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
+    : fd_(other.fd_), path_(std::move(other.path_)), tmp_(std::move(other.tmp_)),
+      size_(other.size_), buf_(std::move(other.buf_)) {
+  other.fd_ = -1;
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+Result<AtomicFileWriter> AtomicFileWriter::create(const std::string& path) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_status(tmp, "cannot create");
-  size_t off = 0;
-  while (off < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + off, contents.size() - off);
+  return AtomicFileWriter(fd, path, std::move(tmp));
+}
+
+Status AtomicFileWriter::append(const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  size_ += size;
+  if (buf_.size() + size > buf_.capacity()) KOI_RETURN_IF_ERROR(flush());
+  if (size >= buf_.capacity()) return write_all(p, size);  // a large block goes straight out
+  buf_.insert(buf_.end(), p, p + size);
+  return ok_status();
+}
+
+Status AtomicFileWriter::append_zeros(size_t size) {
+  static const char kZeros[4096] = {};
+  while (size > 0) {
+    size_t n = std::min(size, sizeof kZeros);
+    KOI_RETURN_IF_ERROR(append(kZeros, n));
+    size -= n;
+  }
+  return ok_status();
+}
+
+Status AtomicFileWriter::write_all(const char* p, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      Status s = errno_status(tmp, "cannot write");
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
+      return errno_status(tmp_, "cannot write");
     }
-    off += static_cast<size_t>(n);
+    p += n;
+    size -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    Status s = errno_status(tmp, "cannot fsync");
-    ::close(fd);
-    ::unlink(tmp.c_str());
+  return ok_status();
+}
+
+Status AtomicFileWriter::flush() {
+  KOI_RETURN_IF_ERROR(write_all(buf_.data(), buf_.size()));
+  buf_.clear();
+  return ok_status();
+}
+
+Status AtomicFileWriter::commit() {
+  KOI_RETURN_IF_ERROR(flush());
+  if (::fsync(fd_) != 0) return errno_status(tmp_, "cannot fsync");
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    Status s = errno_status(path_, "cannot rename temporary file over");
+    ::unlink(tmp_.c_str());
     return s;
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = errno_status(path, "cannot rename temporary file over");
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
+  std::string dir = std::filesystem::path(path_).parent_path().string();
   if (dir.empty()) dir = ".";
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -135,6 +181,12 @@ Status write_file_atomic(const std::string& path, std::string_view contents) {
     ::close(dfd);
   }
   return ok_status();
+}
+
+Status write_file_atomic(const std::string& path, std::string_view contents) {
+  KOI_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path));
+  KOI_RETURN_IF_ERROR(w.append(contents));
+  return w.commit();
 }
 
 bool file_exists(const std::string& path) {

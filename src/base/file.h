@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -39,6 +40,38 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
+};
+
+// AtomicFileWriter streams a file too large to build in memory (a model export) with the
+// guarantee of write_file_atomic: bytes go to "<path>.tmp.<pid>" through a 1 MiB buffer;
+// commit() flushes, fsyncs, renames over `path` and fsyncs the directory. Destroying a
+// writer that was not committed removes the temporary file. Errors name the path.
+// Not thread-safe.
+class AtomicFileWriter {
+ public:
+  static Result<AtomicFileWriter> create(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(AtomicFileWriter&& other) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status append(const void* data, size_t size);
+  Status append(std::string_view s) { return append(s.data(), s.size()); }
+  Status append_zeros(size_t size);
+  // Bytes appended so far.
+  uint64_t size() const { return size_; }
+  Status commit();
+
+ private:
+  AtomicFileWriter(int fd, std::string path, std::string tmp);
+  Status write_all(const char* p, size_t size);
+  Status flush();
+  int fd_ = -1;
+  std::string path_;
+  std::string tmp_;
+  uint64_t size_ = 0;
+  std::vector<char> buf_;
 };
 
 Result<std::string> read_file(const std::string& path);

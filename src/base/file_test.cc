@@ -1,6 +1,7 @@
 #include "base/file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace koi {
 namespace {
@@ -23,6 +24,32 @@ TEST(FileTest, MissingFileNamesThePath) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
   EXPECT_NE(m.status().message().find("/nonexistent/koi/model.gguf"), std::string::npos);
+}
+
+TEST(FileTest, AtomicFileWriterStreamsAndRemovesAnUncommittedFile) {
+  auto dir = make_temp_dir("koi-file-test");
+  ASSERT_TRUE(dir.ok());
+  std::string p = path_join(*dir, "big.bin");
+  std::string big(3 << 20, 'x');  // larger than the writer's buffer
+  {
+    auto w = AtomicFileWriter::create(p);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->append("ab").ok());
+    ASSERT_TRUE(w->append(big).ok());
+    ASSERT_TRUE(w->append_zeros(5000).ok());
+    EXPECT_EQ(w->size(), 2 + big.size() + 5000);
+    EXPECT_FALSE(file_exists(p));
+    ASSERT_TRUE(w->commit().ok());
+  }
+  EXPECT_EQ(*read_file(p), "ab" + big + std::string(5000, '\0'));
+  {
+    auto w = AtomicFileWriter::create(path_join(*dir, "abandoned.bin"));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->append("partial").ok());
+  }
+  EXPECT_FALSE(file_exists(path_join(*dir, "abandoned.bin")));
+  EXPECT_FALSE(file_exists(path_join(*dir, "abandoned.bin.tmp." + std::to_string(::getpid()))));
+  remove_all(*dir);
 }
 
 TEST(FileTest, PathJoin) {

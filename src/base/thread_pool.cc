@@ -18,7 +18,10 @@ inline void cpu_relax() {
 #endif
 }
 
-constexpr int kSpinIterations = 20000;
+// Spin this many pause instructions before sleeping (a few microseconds): long enough to
+// catch the next op of a decode step, short enough not to starve other processes when the
+// machine is oversubscribed (then every wait falls through to the futex).
+constexpr int kSpinIterations = 4000;
 
 }  // namespace
 
@@ -63,7 +66,15 @@ void ThreadPool::run(const Fn& fn) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   fn(0, num_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    cpu_relax();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::worker_loop(int thread_idx) {
@@ -81,7 +92,7 @@ void ThreadPool::worker_loop(int thread_idx) {
     seen = gen;
     if (stop_.load()) return;
     (*job_)(thread_idx, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

@@ -167,10 +167,67 @@ def make(out_dir, name, spec, seed):
             f.write(logits.contiguous().numpy().astype("<f8").tobytes())
 
 
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def write_byte_level_tokenizer(d, vocab_size):
+    """A small GPT-2-style byte-level BPE tokenizer.json (256 byte tokens, merges learned
+    greedily from a fixed text, two special tokens), so that HF directories are complete."""
+    b2u = bytes_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    merges = []
+    text = "once upon a time there was a little model that liked to talk about the weather and the sea " * 4
+    words = [[b2u[b] for b in (" " + w).encode()] for w in text.split()]
+    while len(vocab) < vocab_size - 2:
+        pairs = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        if not pairs:
+            break
+        a, b = max(sorted(pairs), key=lambda p: pairs[p])
+        merges.append(a + " " + b)
+        vocab[a + b] = len(vocab)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if w[i] == a and w[i + 1] == b:
+                    w[i:i + 2] = [a + b]
+                i += 1
+    bos, eos = len(vocab), len(vocab) + 1
+    tok = {
+        "version": "1.0",
+        "added_tokens": [
+            {"id": bos, "content": "<|begin_of_text|>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True},
+            {"id": eos, "content": "<|end_of_text|>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True},
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": vocab, "merges": merges},
+    }
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "add_bos_token": True}, f)
+
+
 def main():
     out = sys.argv[1]
     for seed, (name, spec) in enumerate(MODELS.items()):
         make(out, name, spec, 1234 + seed)
+        write_byte_level_tokenizer(os.path.join(out, name), spec[6])
     print("ok")
 
 

@@ -1,0 +1,112 @@
+// koi convert: model import and export. Reads a llama2.c checkpoint (+ its tokenizer.bin),
+// a Hugging Face directory or a GGUF file, and writes one GGUF file with the tokenizer
+// included, at a chosen weight type.
+#include <chrono>
+#include <cstdio>
+
+#include "base/logging.h"
+#include "cli/command.h"
+#include "model/gguf.h"
+#include "model/gguf_export.h"
+#include "model/llama2c.h"
+#include "model/loader.h"
+#include "tokenizer/load.h"
+
+namespace koi::cli {
+namespace {
+
+struct ConvertOptions {
+  std::string input;
+  std::string llama2c;
+  std::string tokenizer;
+  std::string output;
+  std::string type = "auto";
+  std::string name;
+};
+
+// The type "auto" resolves to: the source's own type for 16-bit sources, f32 otherwise.
+DType auto_type(const model::ModelWeights& w) {
+  DType t = w.token_embd.type;
+  return t == DType::kF16 || t == DType::kBF16 ? t : DType::kF32;
+}
+
+int run_convert(const ConvertOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  model::ModelConfig config;
+  model::ModelWeights weights;
+  tokenizer::TokenizerSpec spec;
+  std::string source = o.llama2c.empty() ? o.input : o.llama2c;
+  if (source.empty()) return fail("nothing to convert: give an input path or --llama2c FILE");
+
+  if (!o.llama2c.empty()) {
+    if (o.tokenizer.empty()) {
+      return fail("--llama2c needs --tokenizer FILE (the llama2.c tokenizer.bin that belongs to the checkpoint)");
+    }
+    auto m = model::load_llama2c(o.llama2c);
+    if (!m.ok()) return fail(m.status().message());
+    config = m->config;
+    weights = std::move(m->weights);
+    auto s = tokenizer::load_llama2c_tokenizer(o.tokenizer, config.n_vocab);
+    if (!s.ok()) return fail(s.status().message());
+    spec = std::move(*s);
+  } else {
+    auto w = model::load_weights(source);
+    if (!w.ok()) return fail(w.status().message());
+    config = w->config;
+    weights = std::move(w->weights);
+    Result<tokenizer::TokenizerSpec> s = Status::internal("unreachable");
+    if (model::detect_format(source) == model::ModelFormat::kGguf) {
+      auto g = model::GgufFile::open(source);
+      if (!g.ok()) return fail(g.status().message());
+      s = tokenizer::spec_from_gguf(*g);
+    } else {
+      s = tokenizer::load_hf_tokenizer(source);
+    }
+    if (!s.ok()) return fail(s.status().message());
+    spec = std::move(*s);
+  }
+  if (!o.name.empty()) config.name = o.name;
+  if (config.name.empty()) {
+    std::string base = source.substr(source.find_last_of('/') + 1);
+    config.name = base.substr(0, base.find('.'));
+  }
+
+  DType type = auto_type(weights);
+  if (o.type != "auto") {
+    auto t = dtype_from_name(o.type);
+    if (!t) return fail("--type must be one of auto, f32, f16, bf16, q8_0, q4_0; got '" + o.type + "'");
+    type = *t;
+  }
+  log::info("converting {} ({} layers, dim {}, vocab {}, {:.1f}M parameters) to {} at {}", source, config.n_layers,
+            config.dim, config.n_vocab, config.num_parameters() / 1e6, o.output, dtype_name(type));
+  model::GgufWriter writer;
+  auto stats = model::add_model_to_gguf(config, weights, type, writer);
+  if (!stats.ok()) return fail(stats.status().message());
+  tokenizer::spec_to_gguf(spec, writer);
+  if (Status s = writer.write(o.output); !s.ok()) return fail(s.message());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stats->fallback_tensors > 0) {
+    log::info("{} tensors have rows that are not a multiple of 32 and were written as f16", stats->fallback_tensors);
+  }
+  std::printf("wrote %s: %d tensors, %.1f MB of weights, tokenizer with %zu tokens, in %.1f s\n", o.output.c_str(),
+              stats->tensors, stats->bytes / 1e6, spec.tokens.size(), secs);
+  return 0;
+}
+
+Runner setup_convert(CLI::App* app) {
+  auto o = std::make_shared<ConvertOptions>();
+  app->add_option("input", o->input, "a Hugging Face model directory or a GGUF file");
+  app->add_option("--llama2c", o->llama2c, "import a llama2.c checkpoint (needs --tokenizer)");
+  app->add_option("--hf", o->input, "a Hugging Face model directory (same as the positional input)");
+  app->add_option("--tokenizer", o->tokenizer, "the llama2.c tokenizer.bin of a --llama2c checkpoint");
+  app->add_option("-o,--output", o->output, "the GGUF file to write")->required();
+  app->add_option("--type", o->type, "weight type: auto, f32, f16, bf16, q8_0, q4_0 (auto keeps 16-bit sources, else f32)")
+      ->capture_default_str();
+  app->add_option("--name", o->name, "model name stored in the file (default: from the input file name)");
+  return [o] { return run_convert(*o); };
+}
+
+}  // namespace
+KOI_COMMAND(convert, "import/export models into GGUF (llama2.c, Hugging Face, GGUF), with quantization",
+            setup_convert);
+}  // namespace koi::cli
