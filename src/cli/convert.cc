@@ -6,6 +6,7 @@
 
 #include "base/logging.h"
 #include "cli/command.h"
+#include "engine/loaded_model.h"
 #include "model/gguf.h"
 #include "model/gguf_export.h"
 #include "model/llama2c.h"
@@ -54,14 +55,7 @@ int run_convert(const ConvertOptions& o) {
     if (!w.ok()) return fail(w.status().message());
     config = w->config;
     weights = std::move(w->weights);
-    Result<tokenizer::TokenizerSpec> s = Status::internal("unreachable");
-    if (model::detect_format(source) == model::ModelFormat::kGguf) {
-      auto g = model::GgufFile::open(source);
-      if (!g.ok()) return fail(g.status().message());
-      s = tokenizer::spec_from_gguf(*g);
-    } else {
-      s = tokenizer::load_hf_tokenizer(source);
-    }
+    auto s = engine::load_tokenizer_spec(source);
     if (!s.ok()) return fail(s.status().message());
     spec = std::move(*s);
   }

@@ -35,17 +35,23 @@ GenerationDefaults read_generation_config(const std::string& dir) {
 
 }  // namespace
 
-Result<LoadedModel> load_model(const std::string& path) {
-  KOI_ASSIGN_OR_RETURN(model::LoadedWeights weights, model::load_weights(path));
-  tokenizer::TokenizerSpec spec;
-  GenerationDefaults defaults;
+Result<tokenizer::TokenizerSpec> load_tokenizer_spec(const std::string& path) {
   if (model::detect_format(path) == model::ModelFormat::kGguf) {
     KOI_ASSIGN_OR_RETURN(model::GgufFile gguf, model::GgufFile::open(path));
-    KOI_ASSIGN_OR_RETURN(spec, tokenizer::spec_from_gguf(gguf));
-  } else {
-    KOI_ASSIGN_OR_RETURN(spec, tokenizer::load_hf_tokenizer(path));
-    defaults = read_generation_config(path);
+    return tokenizer::spec_from_gguf(gguf);
   }
+  if (!file_exists(path_join(path, "tokenizer.json"))) {
+    return Status::not_found(path + ": tokenizer.json is missing; Koi needs the model's own tokenizer beside "
+                             "config.json");
+  }
+  return tokenizer::load_hf_tokenizer(path);
+}
+
+Result<LoadedModel> load_model(const std::string& path) {
+  KOI_ASSIGN_OR_RETURN(model::LoadedWeights weights, model::load_weights(path));
+  KOI_ASSIGN_OR_RETURN(tokenizer::TokenizerSpec spec, load_tokenizer_spec(path));
+  GenerationDefaults defaults;
+  if (model::detect_format(path) == model::ModelFormat::kHuggingFace) defaults = read_generation_config(path);
   KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::create(std::move(spec)));
   if (tok.n_vocab() > weights.config.n_vocab) {
     return Status::corrupt(path + ": the tokenizer has " + std::to_string(tok.n_vocab()) +

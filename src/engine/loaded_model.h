@@ -30,4 +30,8 @@ struct LoadedModel {
 
 Result<LoadedModel> load_model(const std::string& path);
 
+// The tokenizer of a model: GGUF metadata, or tokenizer.json (+ tokenizer_config.json) in
+// a Hugging Face directory.
+Result<tokenizer::TokenizerSpec> load_tokenizer_spec(const std::string& path);
+
 }  // namespace koi::engine

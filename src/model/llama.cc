@@ -22,8 +22,8 @@ Status check_tensor(const TensorView& t, const std::string& name, std::initializ
   TensorView want = make_view(DType::kF32, ne, nullptr);
   if (t.data == nullptr) return Status::corrupt("tensor " + name + " is missing");
   if (t.n_dims != want.n_dims || t.ne != want.ne) {
-    return Status::corrupt("tensor " + name + " has shape " + t.shape_string() + ", expected " +
-                           want.shape_string());
+    return Status::corrupt("tensor " + name + " has shape " + t.shape_string() + " but the config implies " +
+                           want.shape_string() + "; the weights do not belong to this config");
   }
   if (f32_only && t.type != DType::kF32) {
     return Status::unsupported("tensor " + name + " has type " + std::string(dtype_name(t.type)) +

@@ -26,8 +26,15 @@ ModelFormat detect_format(const std::string& path) {
   auto file = MappedFile::open(path);
   if (!file.ok() || file->size() < 4) return ModelFormat::kUnknown;
   if (std::memcmp(file->data(), kGgufMagic, 4) == 0) return ModelFormat::kGguf;
-  if (file->size() >= 28) return ModelFormat::kLlama2c;  // no magic: the header is 7 plausible int32
-  return ModelFormat::kUnknown;
+  // llama2.c has no magic: accept seven plausible int32 (only the vocabulary may be negative).
+  if (file->size() < 28) return ModelFormat::kUnknown;
+  int32_t h[7];
+  std::memcpy(h, file->data(), sizeof h);
+  for (int i = 0; i < 7; ++i) {
+    int32_t v = i == 5 && h[i] < 0 ? -h[i] : h[i];
+    if (v <= 0 || v > (1 << 24)) return ModelFormat::kUnknown;
+  }
+  return ModelFormat::kLlama2c;
 }
 
 Result<LoadedWeights> load_weights(const std::string& path) {
