@@ -16,16 +16,17 @@ using Runner = std::function<int()>;
 using Setup = std::function<Runner(CLI::App*)>;
 
 struct Command {
+  std::string parent;  // "" for a top-level command, else the parent's name ("bench")
   std::string name;
   std::string help;
-  Setup setup;
+  Setup setup;  // a parent of nested commands may return an empty Runner
 };
 
 std::vector<Command>& command_registry();
 
 struct CommandRegistrar {
-  CommandRegistrar(std::string name, std::string help, Setup setup) {
-    command_registry().push_back({std::move(name), std::move(help), std::move(setup)});
+  CommandRegistrar(std::string parent, std::string name, std::string help, Setup setup) {
+    command_registry().push_back({std::move(parent), std::move(name), std::move(help), std::move(setup)});
   }
 };
 
@@ -35,4 +36,8 @@ int fail(const std::string& message);
 }  // namespace koi::cli
 
 #define KOI_COMMAND(name, help, setup) \
-  static ::koi::cli::CommandRegistrar koi_command_registrar_##name(#name, help, setup)
+  static ::koi::cli::CommandRegistrar koi_command_registrar_##name("", #name, help, setup)
+
+// A child of a parent command: KOI_SUBCOMMAND(bench, model, ...) is `koi bench model`.
+#define KOI_SUBCOMMAND(parent, name, help, setup) \
+  static ::koi::cli::CommandRegistrar koi_command_registrar_##parent##_##name(#parent, #name, help, setup)

@@ -1,6 +1,7 @@
 // koi: one binary, one subcommand per role (see docs/architecture.md).
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "base/logging.h"
 #include "cli/command.h"
@@ -26,11 +27,23 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
 
   auto& commands = koi::cli::command_registry();
-  std::sort(commands.begin(), commands.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.parent, a.name) < std::tie(b.parent, b.name);  // parents ("") first
+  });
   std::map<CLI::App*, koi::cli::Runner> runners;
+  std::map<std::string, CLI::App*> top_level;
   for (auto& cmd : commands) {
-    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+    CLI::App* parent = &app;
+    if (!cmd.parent.empty()) {
+      auto it = top_level.find(cmd.parent);
+      if (it == top_level.end()) {
+        std::fprintf(stderr, "internal error: command '%s' has no parent '%s'\n", cmd.name.c_str(), cmd.parent.c_str());
+        return 2;
+      }
+      parent = it->second;
+    }
+    CLI::App* sub = parent->add_subcommand(cmd.name, cmd.help);
+    if (cmd.parent.empty()) top_level[cmd.name] = sub;
     runners[sub] = cmd.setup(sub);
   }
   try {
@@ -45,8 +58,13 @@ int main(int argc, char** argv) {
   }
   koi::log::set_level(level);
   for (CLI::App* sub : app.get_subcommands()) {
-    // A subcommand with its own nested subcommands resolves them in its runner.
-    return runners[sub]();
+    for (CLI::App* child : sub->get_subcommands()) {
+      if (runners[child]) return runners[child]();
+    }
+    if (runners[sub]) return runners[sub]();
+    std::fprintf(stderr, "error: 'koi %s' needs a subcommand; see koi %s --help\n", sub->get_name().c_str(),
+                 sub->get_name().c_str());
+    return 1;
   }
   return 1;
 }

@@ -1,0 +1,19 @@
+#include "engine/block_hash.h"
+
+#define XXH_STATIC_LINKING_ONLY  // for XXH3_state_t on the stack
+#include <xxhash.h>
+
+
+namespace koi::engine {
+
+BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids, uint64_t extra_key) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  const uint64_t head[3] = {parent.low, parent.high, extra_key};
+  XXH3_128bits_update(&state, head, sizeof(head));
+  XXH3_128bits_update(&state, token_ids.data(), token_ids.size_bytes());
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
+  return BlockHash{h.low64, h.high64};
+}
+
+}  // namespace koi::engine

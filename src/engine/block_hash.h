@@ -1,0 +1,27 @@
+// BlockHash: the content address of one full KV block, a 128-bit XXH3 hash chained over
+// (parent block's hash, the block's token ids, extra keys such as an adapter id). 128 bits
+// make an accidental collision (two different prefixes sharing KV) negligible (~2^-64 at
+// 2^32 cached blocks), so blocks do not store their token ids for comparison.
+// Plain value type; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace koi::engine {
+
+struct BlockHash {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  bool operator==(const BlockHash&) const = default;
+};
+
+struct BlockHashHasher {
+  size_t operator()(const BlockHash& h) const { return static_cast<size_t>(h.low); }
+};
+
+// The hash of a block whose parent (the previous block of the sequence) has hash `parent`;
+// the first block of a sequence uses the default BlockHash{} as its parent.
+BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids, uint64_t extra_key);
+
+}  // namespace koi::engine

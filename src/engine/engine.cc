@@ -1,0 +1,144 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+#include "base/logging.h"
+
+namespace koi::engine {
+
+namespace {
+
+SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner& runner) {
+  SchedulerConfig s;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_model_len = std::min(runner.max_context(), c.num_kv_blocks * c.block_size);
+  s.eos_token_ids = c.eos_token_ids;
+  return s;
+}
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
+    : config_(std::move(config)),
+      runner_(runner),
+      clock_(clock),
+      kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
+      scheduler_(scheduler_config(config_, runner), kv_),
+      rng_(config_.seed) {
+  KOI_CHECK(config_.max_num_batched_tokens > config_.speculative.num_speculative_tokens);
+  log::info("KV cache: {} blocks of {} tokens, {} tokens in all; at most {} tokens per sequence",
+            config_.num_kv_blocks, config_.block_size, int64_t{config_.num_kv_blocks} * config_.block_size,
+            max_model_len());
+}
+
+Status Engine::add_request(RequestSpec spec) {
+  const int n_vocab = runner_.n_vocab();
+  KOI_RETURN_IF_ERROR(validate(spec.params, n_vocab).with_prefix(fmt::format("request '{}'", spec.id)));
+  for (int32_t token : spec.prompt) {
+    if (token < 0 || token >= n_vocab) {
+      return Status::invalid_argument(fmt::format(
+          "request '{}': prompt token {} is outside the vocabulary [0, {}); tokenize with the model's tokenizer",
+          spec.id, token, n_vocab));
+    }
+  }
+  const uint64_t seed = spec.params.seed ? *spec.params.seed : rng_.next_u64();
+  return scheduler_.add(std::make_unique<Request>(std::move(spec.id), std::move(spec.prompt), std::move(spec.params),
+                                                  spec.priority, next_arrival_++, spec.cache_key, seed));
+}
+
+Status Engine::abort(const std::string& request_id) { return scheduler_.abort(request_id); }
+
+void Engine::build_batch(const SchedulerOutput& plan) {
+  batch_.clear();
+  first_logit_row_.clear();
+  for (size_t seq_idx = 0; seq_idx < plan.scheduled.size(); ++seq_idx) {
+    const Request& r = *plan.scheduled[seq_idx].request;
+    const int num_tokens = plan.scheduled[seq_idx].num_tokens;
+    const int num_drafts = static_cast<int>(r.spec_token_ids.size());
+    batch_.sequences.push_back({kv_.block_table(r)});
+    for (int i = 0; i < num_tokens; ++i) {
+      const int pos = r.num_computed_tokens + i;
+      batch_.token_ids.push_back(pos < r.num_tokens() ? r.token_ids[pos] : r.spec_token_ids[pos - r.num_tokens()]);
+      batch_.positions.push_back(pos);
+      batch_.seq_index.push_back(static_cast<int32_t>(seq_idx));
+    }
+    // A request samples when this step reaches its last token: rows for it and each draft.
+    if (r.num_computed_tokens + num_tokens - num_drafts < r.num_tokens()) {
+      first_logit_row_.push_back(-1);
+      continue;
+    }
+    first_logit_row_.push_back(static_cast<int32_t>(batch_.logit_indices.size()));
+    const int32_t last = static_cast<int32_t>(batch_.token_ids.size()) - 1;
+    for (int32_t t = last - num_drafts; t <= last; ++t) batch_.logit_indices.push_back(t);
+  }
+}
+
+Result<std::vector<RequestOutput>> Engine::step() {
+  const int64_t start_ns = clock_.now_ns();
+  const SchedulerOutput plan = scheduler_.schedule();
+  if (plan.scheduled.empty()) return scheduler_.take_aborted();
+
+  build_batch(plan);
+  const size_t n_vocab = static_cast<size_t>(runner_.n_vocab());
+  logits_.resize(batch_.logit_indices.size() * n_vocab);
+  KOI_RETURN_IF_ERROR(runner_.forward(batch_, logits_.data()));
+
+  std::vector<std::vector<SampledToken>> new_tokens(plan.scheduled.size());
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    if (first_logit_row_[i] < 0) continue;
+    Request& r = *plan.scheduled[i].request;
+    const size_t num_rows = r.spec_token_ids.size() + 1;
+    const auto rows = std::span<const float>(logits_).subspan(static_cast<size_t>(first_logit_row_[i]) * n_vocab,
+                                                               num_rows * n_vocab);
+    new_tokens[i] = sample_with_drafts(r, rows, static_cast<int>(n_vocab));
+    counters_.num_draft_tokens += static_cast<int64_t>(num_rows - 1);
+    counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
+  }
+  std::vector<RequestOutput> outputs = scheduler_.take_aborted();
+  for (RequestOutput& out : scheduler_.update(plan, new_tokens, detokenizer_)) {
+    counters_.num_generated_tokens += static_cast<int64_t>(out.token_ids.size());
+    outputs.push_back(std::move(out));
+  }
+  propose_drafts();
+
+  ++counters_.num_steps;
+  counters_.num_computed_tokens += plan.num_batched_tokens;
+  busy_ns_ += clock_.now_ns() - start_ns;
+  return outputs;
+}
+
+void Engine::propose_drafts() {
+  const SpeculativeConfig& spec = config_.speculative;
+  if (spec.num_speculative_tokens == 0) return;
+  for (Request* r : scheduler_.running()) {
+    if (r->num_computed_tokens != r->num_tokens() - 1) continue;  // still prefilling
+    // Drafts past max_tokens or the sequence limit could never be emitted.
+    const int room = std::min(r->params.max_tokens - r->num_output_tokens(), max_model_len() - r->num_tokens()) - 1;
+    const int k = std::min(spec.num_speculative_tokens, room);
+    if (k <= 0) continue;
+    r->spec_token_ids = propose_ngram(r->token_ids, spec.prompt_lookup_min, spec.prompt_lookup_max, k);
+  }
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = counters_;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.kv_usage = kv_.pool().usage();
+  const PrefixCacheStats& prefix = kv_.prefix_cache_stats();
+  s.prefix_cache_queried_tokens = prefix.queried_tokens;
+  s.prefix_cache_hit_tokens = prefix.hit_tokens;
+  s.prefix_cache_hit_rate = prefix.hit_rate();
+  s.num_preemptions = scheduler_.num_preemptions();
+  s.busy_seconds = static_cast<double>(busy_ns_) * 1e-9;
+  s.generated_tokens_per_second = s.busy_seconds > 0 ? static_cast<double>(s.num_generated_tokens) / s.busy_seconds : 0;
+  s.spec_acceptance_rate =
+      s.num_draft_tokens ? static_cast<double>(s.num_accepted_tokens) / static_cast<double>(s.num_draft_tokens) : 0;
+  return s;
+}
+
+}  // namespace koi::engine

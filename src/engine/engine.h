@@ -1,0 +1,110 @@
+// Engine: the step loop of one inference engine — Scheduler, KvCacheManager, sampling and
+// speculative decoding around a ModelRunner. No networking and no JSON: callers hand in
+// token ids and SamplingParams and get token ids (and text, with a detokenizer) back.
+//
+// Each step(): the scheduler picks tokens to compute under the token budget, one
+// ForwardBatch goes through the model over the paged KV cache, each request that reached
+// the end of its tokens samples (verifying its draft tokens, if any), the scheduler applies
+// the results and stop conditions, and n-gram drafts are proposed for the next step.
+//
+// Threading: one thread owns the Engine and calls every method; nothing here locks. Other
+// threads (HTTP handlers) talk to that thread through queues. A failed forward pass makes
+// step() return its Status with no request changed, so the step can be retried.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/spec_decode.h"
+#include "model/forward_batch.h"
+
+namespace koi::engine {
+
+struct EngineConfig {
+  int block_size = 16;                // tokens per KV block
+  int num_kv_blocks = 0;              // size of the runner's KvCache, in blocks
+  int max_num_batched_tokens = 2048;  // tokens computed per step
+  int max_num_seqs = 256;             // running requests at most
+  bool enable_prefix_caching = true;
+  std::vector<int32_t> eos_token_ids;
+  uint64_t seed = 0;                  // seeds requests that carry no seed of their own
+  SpeculativeConfig speculative;
+};
+
+struct RequestSpec {
+  std::string id;                // unique among unfinished requests
+  std::vector<int32_t> prompt;   // token ids
+  SamplingParams params;
+  int priority = 0;              // lower runs first and is preempted last
+  uint64_t cache_key = 0;        // adapter id / tenant salt: prefixes are shared only within a key
+};
+// Arrival order is the order of add_request calls.
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_usage = 0.0;                 // fraction of KV blocks in use
+  int64_t prefix_cache_queried_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  double prefix_cache_hit_rate = 0.0;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t num_computed_tokens = 0;       // tokens through the model (prefill, decode, drafts)
+  int64_t num_generated_tokens = 0;      // tokens returned to requests
+  double busy_seconds = 0.0;             // time spent inside step()
+  double generated_tokens_per_second = 0.0;
+  int64_t num_draft_tokens = 0;          // drafts verified
+  int64_t num_accepted_tokens = 0;       // drafts accepted
+  double spec_acceptance_rate = 0.0;
+};
+
+class Engine {
+ public:
+  // `runner` must outlive the engine; its KvCache has config.num_kv_blocks blocks of
+  // config.block_size tokens.
+  Engine(EngineConfig config, ModelRunner& runner, const Clock& clock = SystemClock::instance());
+
+  // Queues a request. Fails with a message naming the problem for invalid sampling
+  // parameters, token ids outside the vocabulary, a taken id, or a prompt that can never fit.
+  Status add_request(RequestSpec spec);
+  // Runs one step; returns the new tokens of every request that got some, and the final
+  // output of every request that finished (including those aborted since the last step).
+  Result<std::vector<RequestOutput>> step();
+  // Finishes a request at once and frees its blocks; its final output comes from step().
+  Status abort(const std::string& request_id);
+  // Sets the text hook: with one, stop strings are applied and outputs carry text.
+  void set_detokenizer(Detokenizer detokenizer) { detokenizer_ = std::move(detokenizer); }
+
+  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  EngineStats stats() const;
+  const KvCacheManager& kv_cache() const { return kv_; }
+  int max_model_len() const { return scheduler_.config().max_model_len; }
+
+ private:
+  void build_batch(const SchedulerOutput& plan);
+  void propose_drafts();
+
+  EngineConfig config_;
+  ModelRunner& runner_;
+  const Clock& clock_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  Rng rng_;
+  int64_t next_arrival_ = 0;
+  Detokenizer detokenizer_;
+  model::ForwardBatch batch_;
+  std::vector<int32_t> first_logit_row_;  // per scheduled request; -1 when it does not sample
+  std::vector<float> logits_;
+  EngineStats counters_;
+  int64_t busy_ns_ = 0;
+};
+
+}  // namespace koi::engine

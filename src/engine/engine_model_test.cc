@@ -1,0 +1,132 @@
+// The engine over the real stories260K model (src/model): outputs must not depend on the
+// batch, on chunking, on preemption, on prefix caching or on speculative decoding.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/llama_runner.h"
+#include "model/llama.h"
+#include "model/llama2c.h"
+
+namespace koi::engine {
+namespace {
+
+using Ids = std::vector<int32_t>;
+constexpr int kBlockSize = 16;
+
+// The real LlamaRunner, counting the tokens that go through the model.
+class CountingRunner final : public ModelRunner {
+ public:
+  explicit CountingRunner(int num_blocks) {
+    auto loaded = model::load_llama2c(std::string(KOI_SHARED_DIR) + "/models/stories260K/stories260K.bin");
+    EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+    model_ = std::make_unique<model::LlamaModel>(std::move(loaded->config), std::move(loaded->weights));
+    runner_ = std::make_unique<LlamaRunner>(*model_, num_blocks, kBlockSize, 2);
+  }
+  int n_vocab() const override { return runner_->n_vocab(); }
+  int max_context() const override { return runner_->max_context(); }
+  Status forward(const model::ForwardBatch& batch, float* logits) override {
+    num_tokens_seen_ += batch.num_tokens();
+    return runner_->forward(batch, logits);
+  }
+  int64_t num_tokens_seen_ = 0;
+
+ private:
+  std::unique_ptr<model::LlamaModel> model_;
+  std::unique_ptr<LlamaRunner> runner_;
+};
+
+std::unique_ptr<CountingRunner> make_runner(int num_blocks) { return std::make_unique<CountingRunner>(num_blocks); }
+
+EngineConfig config_with(int num_blocks, int budget) {
+  EngineConfig c;
+  c.block_size = kBlockSize;
+  c.num_kv_blocks = num_blocks;
+  c.max_num_batched_tokens = budget;
+  c.max_num_seqs = 16;
+  return c;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+Ids prompt_of(int len, int32_t salt) {
+  Ids p = {1};  // BOS
+  for (int i = 1; i < len; ++i) p.push_back(static_cast<int32_t>((salt * 131 + i * 17) % 500) + 3);
+  return p;
+}
+
+std::map<std::string, Ids> run(Engine& engine, const std::vector<RequestSpec>& specs) {
+  for (const RequestSpec& s : specs) EXPECT_TRUE(engine.add_request(s).ok());
+  std::map<std::string, Ids> tokens;
+  while (engine.has_unfinished()) {
+    auto outputs = engine.step();
+    EXPECT_TRUE(outputs.ok()) << outputs.status().to_string();
+    if (!outputs.ok()) break;
+    for (const RequestOutput& o : *outputs) {
+      tokens[o.request_id].insert(tokens[o.request_id].end(), o.token_ids.begin(), o.token_ids.end());
+    }
+  }
+  return tokens;
+}
+
+TEST(EngineModelTest, GreedyOutputIsTheSameAloneBatchedPreemptedAndSpeculated) {
+  const RequestSpec target{"target", prompt_of(1, 0), greedy(80)};
+  std::vector<RequestSpec> crowd = {target};
+  for (int i = 1; i <= 3; ++i) crowd.push_back({"other" + std::to_string(i), prompt_of(20 + 37 * i, i), greedy(60)});
+
+  auto alone_runner = make_runner(64);
+  Engine alone(config_with(64, 2048), *alone_runner);
+  const Ids expected = run(alone, {target})["target"];
+  ASSERT_EQ(expected.size(), 80u);
+
+  auto batched_runner = make_runner(64);
+  Engine batched(config_with(64, 48), *batched_runner);  // chunked prefill beside decodes
+  EXPECT_EQ(run(batched, crowd)["target"], expected);
+
+  auto small_runner = make_runner(16);  // 256 slots for ~500 tokens: preemption
+  Engine preempting(config_with(16, 256), *small_runner);
+  EXPECT_EQ(run(preempting, crowd)["target"], expected);
+  EXPECT_GT(preempting.stats().num_preemptions, 0);
+
+  auto spec_runner = make_runner(64);
+  EngineConfig spec_config = config_with(64, 2048);
+  spec_config.speculative.num_speculative_tokens = 4;
+  Engine speculating(spec_config, *spec_runner);
+  EXPECT_EQ(run(speculating, crowd)["target"], expected);
+  EXPECT_GT(speculating.stats().num_draft_tokens, 0);
+}
+
+TEST(EngineModelTest, SharedPrefixIsComputedOnceWithTheSameOutput) {
+  // stories260K has a 512-token context, so the shared prefix is 400 tokens (25 blocks).
+  const Ids prefix = prompt_of(400, 9);
+  Ids prompt_b = prefix;
+  prompt_b.insert(prompt_b.end(), {10, 20, 30, 40, 50, 60, 70});
+  Ids prompt_a = prefix;
+  prompt_a.push_back(99);
+
+  auto fresh_runner = make_runner(64);
+  EngineConfig no_cache = config_with(64, 2048);
+  no_cache.enable_prefix_caching = false;
+  Engine fresh(no_cache, *fresh_runner);
+  const Ids expected = run(fresh, {{"b", prompt_b, greedy(30)}})["b"];
+
+  auto runner = make_runner(64);
+  Engine engine(config_with(64, 2048), *runner);
+  run(engine, {{"a", prompt_a, greedy(5)}});
+  const int64_t seen = runner->num_tokens_seen_;
+  EXPECT_EQ(run(engine, {{"b", prompt_b, greedy(30)}})["b"], expected);
+  EXPECT_EQ(engine.stats().prefix_cache_hit_tokens, 400);
+  EXPECT_EQ(runner->num_tokens_seen_ - seen, 7 + 29);  // 7 new prompt tokens, 29 decodes
+}
+
+}  // namespace
+}  // namespace koi::engine

@@ -1,0 +1,79 @@
+// KvCacheManager: which KV blocks each request holds, and the automatic prefix cache.
+//
+// Each request has a block table (physical block ids in position order) drawn from one
+// BlockPool. A full block of tokens is addressed by a hash chain (parent block's hash,
+// its token ids, the request's cache_key), so a new request reuses every cached full block
+// at the start of its tokens, and unreferenced cached blocks are evicted LRU by the pool.
+// A block is entered into the cache only after the forward pass has written its KV
+// (cache_full_blocks), so a hit never depends on the order of work inside one batch.
+//
+// allocate_slots is all-or-nothing: it returns false and changes nothing when the pool
+// cannot cover the request. free() releases a request's blocks tail first, so the blocks
+// least likely to be shared are evicted first. Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_hash.h"
+#include "engine/block_pool.h"
+#include "engine/request.h"
+
+namespace koi::engine {
+
+struct PrefixCacheStats {
+  int64_t queried_tokens = 0;  // tokens of requests looked up when they were admitted
+  int64_t hit_tokens = 0;      // of those, tokens found in the cache
+  double hit_rate() const { return queried_tokens ? static_cast<double>(hit_tokens) / queried_tokens : 0.0; }
+};
+
+// Prefix-cache hits for a request being admitted.
+struct ComputedBlocks {
+  std::vector<int32_t> block_ids;  // cached blocks covering the first num_tokens tokens
+  int num_tokens = 0;
+};
+
+class KvCacheManager {
+ public:
+  KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching);
+
+  int block_size() const { return block_size_; }
+  const BlockPool& pool() const { return pool_; }
+  const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+
+  // The longest run of cached full blocks at the start of a request that holds no blocks.
+  // Never covers the last token, whose logits must be computed. Changes nothing.
+  ComputedBlocks get_computed_blocks(const Request& request);
+  // Makes room for num_new_tokens more tokens after the request's computed tokens (and after
+  // `computed`, the hits from get_computed_blocks, for a request being admitted). Returns
+  // false, changing nothing, if the pool is short.
+  bool allocate_slots(const Request& request, int num_new_tokens, const ComputedBlocks& computed = {});
+  // Enters the request's full, computed blocks into the prefix cache.
+  void cache_full_blocks(const Request& request);
+  // Releases every block of the request.
+  void free(const Request& request);
+
+  // The request's block table; empty if it holds none.
+  const std::vector<int32_t>& block_table(const Request& request) const;
+  int blocks_for_tokens(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+
+ private:
+  struct Blocks {
+    std::vector<int32_t> ids;
+    std::vector<BlockHash> hashes;  // hashes of the first hashes.size() full blocks
+    size_t num_cached = 0;          // leading ids already offered to the prefix cache
+  };
+
+  // Extends `hashes` to cover the first `num_full_blocks` full blocks of the request.
+  void hash_blocks(const Request& request, size_t num_full_blocks, std::vector<BlockHash>& hashes) const;
+
+  int block_size_;
+  bool enable_prefix_caching_;
+  BlockPool pool_;
+  std::unordered_map<std::string, Blocks> requests_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace koi::engine

@@ -1,0 +1,34 @@
+// LlamaRunner: the ModelRunner of the Llama family — a LlamaModel, its paged KvCache and
+// the thread pool the forward pass runs on. Owns the KV memory; the engine owns which
+// block belongs to whom. Called only from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/thread_pool.h"
+#include "engine/model_runner.h"
+#include "model/kv_cache.h"
+#include "model/llama.h"
+
+namespace koi::engine {
+
+class LlamaRunner final : public ModelRunner {
+ public:
+  // `model` must outlive the runner.
+  LlamaRunner(model::LlamaModel& model, int num_blocks, int block_size, int num_threads);
+
+  int n_vocab() const override { return model_.config().n_vocab; }
+  int max_context() const override { return model_.config().max_seq_len; }
+  Status forward(const model::ForwardBatch& batch, float* logits) override;
+
+  const model::KvCache& kv_cache() const { return kv_; }
+  int num_threads() const { return pool_.num_threads(); }
+
+ private:
+  model::LlamaModel& model_;
+  model::KvCache kv_;
+  ThreadPool pool_;
+};
+
+}  // namespace koi::engine

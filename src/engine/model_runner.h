@@ -1,0 +1,25 @@
+// ModelRunner: what the engine needs from a model, and nothing more. The runner owns the
+// model's weights and its paged KV memory (model::KvCache); the engine owns which block
+// holds which sequence's tokens and hands block ids (indices into that KvCache) in each
+// ForwardBatch. Implementations: the Llama family over src/model, and small deterministic
+// runners in tests. Called only from the engine thread.
+#pragma once
+
+#include "base/status.h"
+#include "model/forward_batch.h"
+
+namespace koi::engine {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual int n_vocab() const = 0;
+  // Positions per sequence at most.
+  virtual int max_context() const = 0;
+  // Runs one ForwardBatch over the paged KV cache and writes logits
+  // [batch.logit_indices.size(), n_vocab] (row-major). A failure leaves the engine's
+  // state unchanged; the step can be retried.
+  virtual Status forward(const model::ForwardBatch& batch, float* logits) = 0;
+};
+
+}  // namespace koi::engine
