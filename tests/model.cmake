@@ -2,3 +2,8 @@
 koi_add_test(model_reference_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_reference_test.cc
   DEPS koi_model LABEL integration)
+
+# Engine over real forward passes: batch invariance, prefix caching.
+koi_add_test(engine_batch_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_batch_test.cc
+  DEPS koi_engine LABEL integration)

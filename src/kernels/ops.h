@@ -1,8 +1,11 @@
 // The CPU kernels behind the model's forward pass: one function per op.
 //
 // Every op here has a plain scalar reference in ops_ref.cc (namespace koi::kernels::ref),
-// and the public entry points dispatch to the fastest variant the CPU supports. A fast
-// variant must agree with the reference within the tolerance its test states.
+// and the public entry points dispatch at run time to the fastest level the CPU supports
+// (isa.h: portable, AVX2, AVX-512, AVX512-BF16; the binary needs no -march flag). A fast
+// variant must agree with the reference within the tolerance its test states. matmul with
+// q8_0/q4_0 weights quantizes each activation row to 8 bits (f32 block scales) and uses integer
+// dots, as llama.cpp does; bf16 weights on AVX512-BF16 round activations to bf16.
 //
 // Determinism contract (the engine's batch invariance rests on it): the value computed for
 // one token's row never depends on how many other tokens are in the batch, on their

@@ -1,0 +1,161 @@
+// Kernel benchmarks: matmul per weight type at TinyLlama-1.1B shapes, decode (1 token: weight
+// GB/s) and prefill (512 tokens: GFLOP/s), plus the machine's memory read bandwidth, the bound
+// that decode speed is compared against.
+//
+//   build-x/bench/koi_bench_kernels [--isa=portable|avx2|avx512|avx512bf16] [--threads=N]
+//                                   [--benchmark_filter=...]
+//
+// Decode cycles through copies of the weights totalling more than the last-level cache, so every
+// call streams its weights from memory as in a real forward pass.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/random.h"
+#include "base/thread_pool.h"
+#include "kernels/isa.h"
+#include "kernels/ops.h"
+
+namespace koi::kernels {
+namespace {
+
+constexpr int64_t kColdBytes = int64_t{512} << 20;  // larger than any L3 we run on
+
+int g_threads = 0;  // --threads; 0: one per physical core
+
+ThreadPool& pool() {
+  static ThreadPool p(g_threads);
+  return p;
+}
+
+// `copies` weight matrices of out rows x in values of `type`, from 64 random rows repeated.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  int64_t matrix_bytes;
+  int copies;
+  TensorView view(int copy) const {
+    return make_view(type, {in, out}, bytes.data() + copy * matrix_bytes);
+  }
+  DType type;
+  int64_t in, out;
+};
+
+Weights make_weights(DType type, int64_t in, int64_t out, bool cold) {
+  Weights w{{}, dtype_row_bytes(type, in) * out, 1, type, in, out};
+  if (cold) w.copies = static_cast<int>(std::max<int64_t>(1, kColdBytes / w.matrix_bytes + 1));
+  w.bytes.resize(static_cast<size_t>(w.matrix_bytes * w.copies));
+  Rng rng(1);
+  constexpr int64_t kDistinctRows = 64;
+  const int64_t row_bytes = dtype_row_bytes(type, in);
+  std::vector<float> values(static_cast<size_t>(in));
+  for (int64_t r = 0; r < kDistinctRows; ++r) {
+    for (float& v : values) v = static_cast<float>(rng.normal()) * 0.02f;
+    quantize_row(type, values.data(), w.bytes.data() + r * row_bytes, in);
+  }
+  for (int64_t r = kDistinctRows; r < out * w.copies; ++r) {
+    std::memcpy(w.bytes.data() + r * row_bytes, w.bytes.data() + (r % kDistinctRows) * row_bytes,
+                static_cast<size_t>(row_bytes));
+  }
+  return w;
+}
+
+void BM_Matmul(benchmark::State& state, DType type) {
+  const int64_t in = state.range(0), out = state.range(1), n_tokens = state.range(2);
+  const bool decode = n_tokens == 1;
+  Weights w = make_weights(type, in, out, decode);
+  std::vector<float> x(static_cast<size_t>(in * n_tokens)), y(static_cast<size_t>(out * n_tokens));
+  Rng rng(2);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  int copy = 0;
+  for (auto _ : state) {
+    matmul(w.view(copy), x.data(), y.data(), n_tokens, &pool());
+    benchmark::DoNotOptimize(y.data());
+    copy = (copy + 1) % w.copies;
+  }
+  if (decode) {
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.matrix_bytes) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  } else {
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * n_tokens * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+  }
+  state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(active_isa())));
+}
+
+// TinyLlama-1.1B: q/o (2048 -> 2048), k/v (2048 -> 256), gate/up (2048 -> 5632),
+// down (5632 -> 2048), output (2048 -> 32000).
+void tinyllama_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t n_tokens : {1, 512}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{2048, 2048}, {2048, 256}, {2048, 5632},
+                           {5632, 2048}, {2048, 32000}}) {
+      b->Args({in, out, n_tokens});
+    }
+  }
+  b->ArgNames({"in", "out", "tokens"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, f32, DType::kF32)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, f16, DType::kF16)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, bf16, DType::kBF16)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::kQ8_0)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::kQ4_0)->Apply(tinyllama_shapes);
+
+// Sums 1 GiB of floats, each pool thread over its contiguous share of the buffer.
+void BM_MemoryReadBandwidth(benchmark::State& state) {
+  constexpr int64_t kFloats = (int64_t{1} << 30) / 4;
+  std::vector<float> buffer(static_cast<size_t>(kFloats), 1.0f);
+  std::vector<float> sums(static_cast<size_t>(pool().num_threads()));
+  for (auto _ : state) {
+    pool().run([&](int thread_idx, int num_threads) {
+      const float* p = buffer.data();
+      const int64_t begin = kFloats * thread_idx / num_threads;
+      const int64_t end = kFloats * (thread_idx + 1) / num_threads;
+      float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the loop vectorises
+      for (int64_t i = begin; i + 8 <= end; i += 8) {
+        for (int k = 0; k < 8; ++k) s[k] += p[i + k];
+      }
+      sums[static_cast<size_t>(thread_idx)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(kFloats * 4 * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(pool().num_threads()) + " threads");
+}
+BENCHMARK(BM_MemoryReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace koi::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    bool known = false;
+    if (arg.rfind("--threads=", 0) == 0) {
+      koi::kernels::g_threads = std::atoi(arg.c_str() + 10);
+      known = koi::kernels::g_threads > 0;
+    }
+    for (int level = 0; level <= 3; ++level) {
+      auto isa = static_cast<koi::kernels::Isa>(level);
+      if (arg == "--isa=" + std::string(koi::kernels::isa_name(isa))) {
+        koi::kernels::set_isa(isa);
+        known = true;
+      }
+    }
+    if (!known) {
+      std::fprintf(stderr, "unknown argument %s; expected --isa=portable|avx2|avx512|avx512bf16 "
+                   "or --threads=N (N > 0)\n", argv[i]);
+      return 1;
+    }
+  }
+  benchmark::AddCustomContext("threads", std::to_string(koi::kernels::pool().num_threads()));
+  benchmark::AddCustomContext("isa", std::string(koi::kernels::isa_name(koi::kernels::active_isa())));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,222 @@
+// matmul at every ISA level this CPU has, against ref::matmul, and its determinism contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/random.h"
+#include "kernels/isa.h"
+#include "kernels/ops.h"
+#include "kernels/simd.h"
+
+namespace koi::kernels {
+namespace {
+
+constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+
+// Runs the body of a test at one level and restores the detected one.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : previous_(set_isa(isa)) {}
+  ~ScopedIsa() { set_isa(previous_); }
+
+ private:
+  Isa previous_;
+};
+
+std::vector<Isa> levels() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+bool quantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+std::vector<float> random_floats(Rng& rng, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = 2.0f * rng.uniform_f() - 1.0f;
+  return v;
+}
+
+// out rows of in values of type `type`, from uniform values in [-1, 1).
+struct Weights {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+Weights random_weights(Rng& rng, DType type, int64_t in, int64_t out) {
+  Weights w;
+  std::vector<float> values = random_floats(rng, in * out);
+  w.bytes.resize(static_cast<size_t>(dtype_row_bytes(type, in) * out));
+  for (int64_t o = 0; o < out; ++o) {
+    quantize_row(type, values.data() + o * in, w.bytes.data() + o * dtype_row_bytes(type, in), in);
+  }
+  w.view = make_view(type, {in, out}, w.bytes.data());
+  return w;
+}
+
+// The activations the kernel at `isa` actually multiplies: q8 blocks for quantized weights and
+// bf16-rounded values for bf16 weights at avx512bf16 (see activation_type() in ops.cc).
+std::vector<float> effective_x(Isa isa, DType type, const std::vector<float>& x, int64_t in) {
+  std::vector<float> out = x;
+  if (isa != Isa::kPortable && quantized(type)) {
+    std::vector<ActBlockQ8> blocks(static_cast<size_t>(in / 32));
+    for (size_t row = 0; row < x.size() / in; ++row) {
+      avx2::quantize_row_q8(x.data() + row * in, blocks.data(), in);
+      for (int64_t i = 0; i < in; ++i) out[row * in + i] = blocks[i / 32].qs[i % 32] * blocks[i / 32].d;
+    }
+  } else if (isa == Isa::kAvx512Bf16 && type == DType::kBF16) {
+    for (float& f : out) f = bf16_to_f32(f32_to_bf16(f));
+  }
+  return out;
+}
+
+// Largest over token rows of ||y - ref|| / ||scale||, where scale[t, o] = sqrt(sum_i (w[o, i] x[t, i])^2)
+// is the typical size of a dot of independent terms (||ref|| itself can be near 0 by chance when
+// a row has one or a few outputs).
+double max_row_error(const TensorView& w, const std::vector<float>& x, const std::vector<float>& y,
+                     const std::vector<float>& ref) {
+  const int64_t in = w.ne[0], out = w.ne[1];
+  std::vector<float> w_row(static_cast<size_t>(in));
+  std::vector<double> scale2(y.size());
+  for (int64_t o = 0; o < out; ++o) {
+    dequantize_row(w.type, w.row(o), w_row.data(), in);
+    for (size_t t = 0; t < y.size() / out; ++t) {
+      for (int64_t i = 0; i < in; ++i) {
+        double p = static_cast<double>(w_row[i]) * x[t * in + i];
+        scale2[t * out + o] += p * p;
+      }
+    }
+  }
+  double worst = 0.0;
+  for (size_t t = 0; t < y.size() / out; ++t) {
+    double err = 0.0, norm = 0.0;
+    for (int64_t o = 0; o < out; ++o) {
+      double d = static_cast<double>(y[t * out + o]) - ref[t * out + o];
+      err += d * d;
+      norm += scale2[t * out + o];
+    }
+    worst = std::max(worst, std::sqrt(err / norm));
+  }
+  return worst;
+}
+
+// Tolerances, as max_row_error:
+// - against ref::matmul over the activations the kernel multiplies (effective_x): only the f32
+//   summation order differs, a few ulp times sqrt(in) at these sizes: 1e-5.
+// - against ref::matmul over the f32 activations, where the kernel rounds them: q8 with an f32
+//   scale d = max|x| / 127 rounds each value by at most d / 2, uniformly, so for x uniform in
+//   [-1, 1) the rounding has std d / sqrt(12) = 2.3e-3 against an activation rms of 0.577, and the
+//   output is off by 4e-3 of its scale on average. bf16 keeps 8 significant bits: an error of
+//   about 2^-9 / sqrt(3) = 1.1e-3. A row of one output is one normal sample of that error, and
+//   the test draws a few thousand, so the bounds sit at 5x the average.
+constexpr double kSummationTolerance = 1e-5;
+constexpr double kQ8ActivationTolerance = 2e-2;
+constexpr double kBf16ActivationTolerance = 6e-3;
+
+TEST(Matmul, MatchesReferenceAtEveryLevel) {
+  Rng rng(42);
+  ThreadPool pool(2);
+  for (Isa isa : levels()) {
+    ScopedIsa scoped(isa);
+    for (DType type : kTypes) {
+      const std::vector<int64_t> ins =
+          quantized(type) ? std::vector<int64_t>{32, 96, 320} : std::vector<int64_t>{67, 131, 256};
+      for (int64_t in : ins) {
+        for (int64_t n_tokens : {1, 3, 17, 64}) {
+          for (int64_t out : {1, 7, 33, 100}) {
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " in "
+                                            << in << " n_tokens " << n_tokens << " out " << out);
+            Weights w = random_weights(rng, type, in, out);
+            std::vector<float> x = random_floats(rng, n_tokens * in);
+            std::vector<float> y(static_cast<size_t>(n_tokens * out));
+            matmul(w.view, x.data(), y.data(), n_tokens, &pool);
+
+            std::vector<float> ref(y.size());
+            ref::matmul(w.view, effective_x(isa, type, x, in).data(), ref.data(), n_tokens);
+            EXPECT_LT(max_row_error(w.view, x, y, ref), kSummationTolerance);
+
+            ref::matmul(w.view, x.data(), ref.data(), n_tokens);
+            double tolerance = kSummationTolerance;
+            if (isa != Isa::kPortable && quantized(type)) tolerance = kQ8ActivationTolerance;
+            if (isa == Isa::kAvx512Bf16 && type == DType::kBF16) tolerance = kBf16ActivationTolerance;
+            EXPECT_LT(max_row_error(w.view, x, y, ref), tolerance);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, QuantizedActivationErrorIsAsPredicted) {
+  // The 4e-3 estimate behind kQ8ActivationTolerance, checked on a TinyLlama-sized row.
+  if (detected_isa() == Isa::kPortable) GTEST_SKIP() << "no SIMD level on this CPU";
+  Rng rng(7);
+  Weights w = random_weights(rng, DType::kQ8_0, 2048, 64);
+  std::vector<float> x = random_floats(rng, 2048), y(64), ref(64);
+  matmul(w.view, x.data(), y.data(), 1, nullptr);
+  ref::matmul(w.view, x.data(), ref.data(), 1);
+  const double error = max_row_error(w.view, x, y, ref);
+  EXPECT_GT(error, 3e-3);
+  EXPECT_LT(error, 5e-3);
+}
+
+// A token's output row is bitwise the same whatever the batch around it and the thread count.
+TEST(Matmul, RowsAreBitwiseIndependentOfBatchAndThreads) {
+  Rng rng(3);
+  constexpr int64_t kTokens = 37, kOut = 101;
+  for (Isa isa : levels()) {
+    ScopedIsa scoped(isa);
+    for (DType type : kTypes) {
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type));
+      const int64_t in = quantized(type) ? 320 : 331;
+      Weights w = random_weights(rng, type, in, kOut);
+      std::vector<float> x = random_floats(rng, kTokens * in);
+      std::vector<float> alone(static_cast<size_t>(kTokens * kOut));
+      for (int64_t t = 0; t < kTokens; ++t) {
+        matmul(w.view, x.data() + t * in, alone.data() + t * kOut, 1, nullptr);
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> batched(alone.size());
+        matmul(w.view, x.data(), batched.data(), kTokens, &pool);
+        EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), alone.size() * sizeof(float)))
+            << threads << " threads, 37 tokens";
+        std::vector<float> single(static_cast<size_t>(kOut));
+        matmul(w.view, x.data() + 5 * in, single.data(), 1, &pool);
+        EXPECT_EQ(0, std::memcmp(single.data(), alone.data() + 5 * kOut, kOut * sizeof(float)))
+            << threads << " threads, 1 token";
+      }
+    }
+  }
+}
+
+TEST(Matmul, IntegerDotsAgreeBitwiseAcrossLevels) {
+  // vpdpbusd and maddubs produce the same exact int32 sums, so avx2 and avx512 agree bitwise.
+  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "needs AVX-512 VNNI";
+  Rng rng(11);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    Weights w = random_weights(rng, type, 512, 9);
+    std::vector<float> x = random_floats(rng, 5 * 512), y2(45), y512(45);
+    {
+      ScopedIsa scoped(Isa::kAvx2);
+      matmul(w.view, x.data(), y2.data(), 5, nullptr);
+    }
+    {
+      ScopedIsa scoped(Isa::kAvx512);
+      matmul(w.view, x.data(), y512.data(), 5, nullptr);
+    }
+    EXPECT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float))) << dtype_name(type);
+  }
+}
+
+TEST(Isa, SetIsaClampsToTheDetectedLevel) {
+  ScopedIsa scoped(Isa::kAvx512Bf16);
+  EXPECT_EQ(active_isa(), detected_isa());
+  set_isa(Isa::kPortable);
+  EXPECT_EQ(active_isa(), Isa::kPortable);
+  EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
+}
+
+}  // namespace
+}  // namespace koi::kernels

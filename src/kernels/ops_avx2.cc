@@ -1,0 +1,160 @@
+// The AVX2 + FMA + F16C level: 256-bit float and integer dot products, the q8 activation
+// quantizer shared by every SIMD level, and the vectorised element-wise ops.
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/simd.h"
+
+#pragma GCC target("avx2,fma,f16c")
+#include "kernels/simd_tiles_inl.h"
+
+namespace koi::kernels::avx2 {
+namespace {
+
+// Tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
+constexpr int kRows = 4, kTokens = 2;
+
+template <DType kType>
+using FloatK = Float8Kernel<kType, kRows, kTokens>;
+template <DType kType>
+using QuantK = QuantKernel<kType, MaddubsDot, kRows, kTokens>;
+
+// exp(x) for x <= 88 (larger inputs give exp(88)); 0 below -87.3 (where 2^n leaves the normal
+// range). Cephes' range reduction and polynomial: within 2 ulp of expf on [-87.3, 88].
+__m256 exp256(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n)));
+}
+
+float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+}  // namespace
+
+void quantize_row_q8(const float* x, ActBlockQ8* dst, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < n / 32; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + b * 32 + k * 8);
+      amax = _mm256_max_ps(amax, _mm256_and_ps(v[k], abs_mask));
+    }
+    const float d = hmax(amax) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+    // packs interleaves 128-bit lanes; the permute restores the order of the 32 values.
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                        _mm256_packs_epi32(q[2], q[3]));
+    packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    dst[b].d = d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), packed);
+  }
+}
+
+void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.type) {
+    case DType::kF32: return matmul_rows_with<FloatK<DType::kF32>>(a, row_begin, row_end);
+    case DType::kF16: return matmul_rows_with<FloatK<DType::kF16>>(a, row_begin, row_end);
+    case DType::kBF16: return matmul_rows_with<FloatK<DType::kBF16>>(a, row_begin, row_end);
+    case DType::kQ8_0: return matmul_rows_with<QuantK<DType::kQ8_0>>(a, row_begin, row_end);
+    case DType::kQ4_0: return matmul_rows_with<QuantK<DType::kQ4_0>>(a, row_begin, row_end);
+  }
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+  }
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  float ss = dot(x, x, n);
+  const float scale = 1.0f / __builtin_sqrtf(ss / static_cast<float>(n) + eps);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vscale);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void softmax(float* x, int64_t n) {
+  __m256 vmax = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  float max = hmax(vmax);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = hsum(vsum);
+  for (; i < n; ++i) {
+    x[i] = __builtin_expf(x[i] - max);
+    sum += x[i];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + __builtin_expf(-gate[i])) * up[i];
+}
+
+}  // namespace koi::kernels::avx2

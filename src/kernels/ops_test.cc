@@ -1,0 +1,138 @@
+// The element-wise ops at every ISA level against double-precision references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "base/random.h"
+#include "kernels/isa.h"
+#include "kernels/ops.h"
+
+namespace koi::kernels {
+namespace {
+
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : previous_(set_isa(isa)) {}
+  ~ScopedIsa() { set_isa(previous_); }
+
+ private:
+  Isa previous_;
+};
+
+std::vector<Isa> levels() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+// Awkward lengths: below, at and past the vector widths, and a model row.
+constexpr int64_t kSizes[] = {1, 7, 8, 33, 67, 131, 2048};
+
+std::vector<float> random_floats(Rng& rng, int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = scale * (2.0f * rng.uniform_f() - 1.0f);
+  return v;
+}
+
+// Each test runs its body at every level, on every size; errors are relative to the scale of
+// the exact result, with tolerances of a few f32 ulp (the vector exp is within 2 ulp of expf).
+template <typename Body>
+void for_levels_and_sizes(Body body) {
+  for (Isa isa : levels()) {
+    ScopedIsa scoped(isa);
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " n " << n);
+      body(n);
+    }
+  }
+}
+
+TEST(Ops, Dot) {
+  Rng rng(1);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> a = random_floats(rng, n, 1.0f), b = random_floats(rng, n, 1.0f);
+    double exact = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += static_cast<double>(a[i]) * b[i];
+      scale += std::fabs(static_cast<double>(a[i]) * b[i]);
+    }
+    EXPECT_NEAR(dot(a.data(), b.data(), n), exact, 1e-6 * scale);
+    EXPECT_NEAR(ref::dot(a.data(), b.data(), n), exact, 1e-6 * scale);
+  });
+}
+
+TEST(Ops, Axpy) {
+  Rng rng(2);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> x = random_floats(rng, n, 1.0f), y = random_floats(rng, n, 1.0f);
+    std::vector<float> expected(y.size());
+    for (int64_t i = 0; i < n; ++i) expected[i] = static_cast<float>(y[i] + 0.75 * x[i]);
+    axpy(0.75f, x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], expected[i], 2e-7) << i;
+  });
+}
+
+TEST(Ops, Rmsnorm) {
+  Rng rng(3);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> x = random_floats(rng, n, 3.0f), weight = random_floats(rng, n, 1.0f);
+    double ss = 0.0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-5);
+    std::vector<float> out(x.size());
+    rmsnorm(x.data(), weight.data(), out.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], x[i] * scale * weight[i], 2e-6 * scale * 3.0) << i;
+    rmsnorm(x.data(), weight.data(), x.data(), n, 1e-5f);  // in place
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(x[i], out[i]) << i;
+  });
+}
+
+TEST(Ops, Softmax) {
+  Rng rng(4);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> x = random_floats(rng, n, 30.0f);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();  // a masked position
+    // The shift x - max is rounded to f32 by every implementation; the reference takes the same
+    // rounded shift so that the tolerance measures exp and the normalisation alone.
+    float max = x[0];
+    for (float v : x) max = std::max(max, v);
+    double sum = 0.0;
+    for (float v : x) sum += std::exp(static_cast<double>(v - max));
+    std::vector<float> expected(x.size());
+    for (int64_t i = 0; i < n; ++i) expected[i] = static_cast<float>(std::exp(static_cast<double>(x[i] - max)) / sum);
+    softmax(x.data(), n);
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(x[i], expected[i], 1e-6 * expected[i] + 1e-30) << i;
+      total += x[i];
+    }
+    if (n > 2) {
+      EXPECT_EQ(x[1], 0.0f);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  });
+}
+
+TEST(Ops, SiluMul) {
+  Rng rng(5);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> gate = random_floats(rng, n, 20.0f), up = random_floats(rng, n, 2.0f);
+    if (n > 2) {  // exp under- and overflow
+      gate[0] = -200.0f;
+      gate[1] = 100.0f;
+    }
+    std::vector<float> expected(gate.size());
+    for (int64_t i = 0; i < n; ++i) {
+      expected[i] = static_cast<float>(gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i]);
+    }
+    silu_mul(gate.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(gate[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-30) << i;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace koi::kernels
