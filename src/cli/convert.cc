@@ -11,7 +11,9 @@
 #include "model/gguf_export.h"
 #include "model/llama2c.h"
 #include "model/loader.h"
+#include "model/random_model.h"
 #include "tokenizer/load.h"
+#include "tokenizer/synthetic_vocab.h"
 
 namespace koi::cli {
 namespace {
@@ -23,9 +25,12 @@ struct ConvertOptions {
   std::string output;
   std::string type = "auto";
   std::string name;
+  std::string random_shape;
+  uint64_t seed = 1;
 };
 
 // The type "auto" resolves to: the source's own type for 16-bit sources, f32 otherwise.
+// (Random models are f32 in memory and so default to f32 too.)
 DType auto_type(const model::ModelWeights& w) {
   DType t = w.token_embd.type;
   return t == DType::kF16 || t == DType::kBF16 ? t : DType::kF32;
@@ -36,10 +41,16 @@ int run_convert(const ConvertOptions& o) {
   model::ModelConfig config;
   model::ModelWeights weights;
   tokenizer::TokenizerSpec spec;
-  std::string source = o.llama2c.empty() ? o.input : o.llama2c;
-  if (source.empty()) return fail("nothing to convert: give an input path or --llama2c FILE");
+  std::string source = !o.random_shape.empty() ? "random:" + o.random_shape : o.llama2c.empty() ? o.input : o.llama2c;
+  if (source.empty()) return fail("nothing to convert: give an input path, --llama2c FILE or --random SHAPE");
 
-  if (!o.llama2c.empty()) {
+  if (!o.random_shape.empty()) {
+    auto shape = model::named_shape(o.random_shape);
+    if (!shape) return fail("--random must be one of tiny, tinyllama; got '" + o.random_shape + "'");
+    config = *shape;
+    weights = model::random_weights(config, o.seed);
+    spec = tokenizer::synthetic_spm_spec(config.n_vocab);
+  } else if (!o.llama2c.empty()) {
     if (o.tokenizer.empty()) {
       return fail("--llama2c needs --tokenizer FILE (the llama2.c tokenizer.bin that belongs to the checkpoint)");
     }
@@ -96,6 +107,9 @@ Runner setup_convert(CLI::App* app) {
   app->add_option("-o,--output", o->output, "the GGUF file to write")->required();
   app->add_option("--type", o->type, "weight type: auto, f32, f16, bf16, q8_0, q4_0 (auto keeps 16-bit sources, else f32)")
       ->capture_default_str();
+  app->add_option("--random", o->random_shape,
+                  "write a random-weight model of a named shape instead (tiny, tinyllama) with a synthetic vocabulary");
+  app->add_option("--seed", o->seed, "seed of the --random weights")->capture_default_str();
   app->add_option("--name", o->name, "model name stored in the file (default: from the input file name)");
   return [o] { return run_convert(*o); };
 }

@@ -1,0 +1,156 @@
+// GGUF tokenizer.* metadata <-> TokenizerSpec, with llama.cpp's key names and defaults.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "base/file.h"
+#include "tokenizer/load.h"
+#include "tokenizer/unicode.h"
+
+namespace koi::tokenizer {
+namespace {
+
+constexpr std::string_view kModel = "tokenizer.ggml.model";
+constexpr std::string_view kPre = "tokenizer.ggml.pre";
+constexpr std::string_view kTokens = "tokenizer.ggml.tokens";
+constexpr std::string_view kScores = "tokenizer.ggml.scores";
+constexpr std::string_view kTokenType = "tokenizer.ggml.token_type";
+constexpr std::string_view kMerges = "tokenizer.ggml.merges";
+constexpr std::string_view kBos = "tokenizer.ggml.bos_token_id";
+constexpr std::string_view kEos = "tokenizer.ggml.eos_token_id";
+constexpr std::string_view kUnk = "tokenizer.ggml.unknown_token_id";
+constexpr std::string_view kPad = "tokenizer.ggml.padding_token_id";
+constexpr std::string_view kEot = "tokenizer.ggml.eot_token_id";
+constexpr std::string_view kEom = "tokenizer.ggml.eom_token_id";
+constexpr std::string_view kAddBos = "tokenizer.ggml.add_bos_token";
+constexpr std::string_view kAddEos = "tokenizer.ggml.add_eos_token";
+constexpr std::string_view kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
+constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
+
+Result<std::optional<int32_t>> optional_id(const model::GgufFile& file, std::string_view key) {
+  if (!file.has(key)) return std::optional<int32_t>();
+  KOI_ASSIGN_OR_RETURN(int64_t v, file.get_int(key));
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) {
+    return Status::invalid_argument(file.path() + ": " + std::string(key) + " is " + std::to_string(v) +
+                                    ", not a token id");
+  }
+  return std::optional<int32_t>(int32_t(v));
+}
+
+Result<bool> optional_bool(const model::GgufFile& file, std::string_view key, bool fallback) {
+  if (!file.has(key)) return fallback;
+  return file.get_bool(key);
+}
+
+}  // namespace
+
+Result<TokenizerSpec> spec_from_gguf(const model::GgufFile& file) {
+  TokenizerSpec spec;
+  KOI_ASSIGN_OR_RETURN(std::string model, file.get_string(kModel));
+  if (model == "llama") {
+    spec.kind = TokenizerKind::kSentencePiece;
+  } else if (model == "gpt2") {
+    spec.kind = TokenizerKind::kBpeMerges;
+    spec.byte_level = true;
+  } else {
+    return Status::unsupported(file.path() + ": " + std::string(kModel) + " is '" + model +
+                               "'; Koi reads the 'llama' (SentencePiece) and 'gpt2' (byte-level BPE) tokenizers");
+  }
+  const bool spm = spec.kind == TokenizerKind::kSentencePiece;
+  KOI_ASSIGN_OR_RETURN(spec.tokens, file.get_string_array(kTokens));
+  if (spm || file.has(kScores)) {
+    KOI_ASSIGN_OR_RETURN(spec.scores, file.get_float_array(kScores));
+  }
+  if (file.has(kTokenType)) {
+    KOI_ASSIGN_OR_RETURN(std::vector<int64_t> types, file.get_int_array(kTokenType));
+    for (int64_t t : types) {
+      if (t < int64_t(TokenType::kNormal) || t > int64_t(TokenType::kByte)) {
+        return Status::invalid_argument(file.path() + ": " + std::string(kTokenType) + " holds " +
+                                        std::to_string(t) + ", not a token type (1..6)");
+      }
+      spec.types.push_back(TokenType(t));
+    }
+  }
+  if (!spm) {
+    KOI_ASSIGN_OR_RETURN(spec.merges, file.get_string_array(kMerges));
+    spec.pre = "default";
+    if (file.has(kPre)) {
+      KOI_ASSIGN_OR_RETURN(spec.pre, file.get_string(kPre));
+    }
+  }
+  KOI_ASSIGN_OR_RETURN(spec.bos_id, optional_id(file, kBos));
+  KOI_ASSIGN_OR_RETURN(spec.eos_id, optional_id(file, kEos));
+  KOI_ASSIGN_OR_RETURN(spec.unk_id, optional_id(file, kUnk));
+  KOI_ASSIGN_OR_RETURN(spec.pad_id, optional_id(file, kPad));
+  for (std::string_view key : {kEot, kEom}) {
+    KOI_ASSIGN_OR_RETURN(std::optional<int32_t> id, optional_id(file, key));
+    if (id) spec.eog_ids.push_back(*id);
+  }
+  KOI_ASSIGN_OR_RETURN(spec.add_bos, optional_bool(file, kAddBos, spm));
+  KOI_ASSIGN_OR_RETURN(spec.add_eos, optional_bool(file, kAddEos, false));
+  KOI_ASSIGN_OR_RETURN(spec.add_space_prefix, optional_bool(file, kAddSpacePrefix, spm));
+  if (file.has(kChatTemplate)) {
+    KOI_ASSIGN_OR_RETURN(std::string chat_template, file.get_string(kChatTemplate));
+    spec.chat_template = std::move(chat_template);
+  }
+  return spec;
+}
+
+void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
+  const bool byte_level_bpe = spec.kind == TokenizerKind::kBpeMerges && spec.byte_level;
+  writer.set_string(std::string(kModel), byte_level_bpe ? "gpt2" : "llama");
+  if (byte_level_bpe) writer.set_string(std::string(kPre), spec.pre.empty() ? "default" : spec.pre);
+  writer.set_string_array(std::string(kTokens), spec.tokens);
+  std::vector<float> scores = spec.scores;
+  if (scores.empty() && !byte_level_bpe) {
+    // Metaspace BPE written as SentencePiece: a token's score is minus the rank of the merge
+    // that makes it, so that the best score is the first merge; other tokens never merge.
+    scores.assign(spec.tokens.size(), -1e10f);
+    std::unordered_map<std::string, size_t> ids;
+    for (size_t i = 0; i < spec.tokens.size(); ++i) ids.emplace(spec.tokens[i], i);
+    for (size_t rank = spec.merges.size(); rank-- > 0;) {
+      const std::string& m = spec.merges[rank];
+      size_t space = m.find(' ', 1);
+      if (space == std::string::npos) continue;
+      auto it = ids.find(m.substr(0, space) + m.substr(space + 1));
+      if (it != ids.end()) scores[it->second] = -float(rank);
+    }
+    for (size_t i = 0; i < spec.tokens.size(); ++i) {
+      const std::string& t = spec.tokens[i];
+      if (scores[i] == -1e10f && !t.empty() && utf8_piece_len(t, 0) == t.size()) scores[i] = 0;  // one character
+    }
+  }
+  if (!scores.empty()) writer.set_f32_array(std::string(kScores), scores);
+  std::vector<int32_t> types;
+  for (TokenType t : spec.types) types.push_back(int32_t(t));
+  if (!types.empty()) writer.set_i32_array(std::string(kTokenType), types);
+  if (spec.kind == TokenizerKind::kBpeMerges) writer.set_string_array(std::string(kMerges), spec.merges);
+  for (auto [key, id] : {std::pair{kBos, spec.bos_id}, {kEos, spec.eos_id}, {kUnk, spec.unk_id}, {kPad, spec.pad_id}}) {
+    if (id) writer.set_u32(std::string(key), uint32_t(*id));
+  }
+  writer.set_bool(std::string(kAddBos), spec.add_bos);
+  writer.set_bool(std::string(kAddEos), spec.add_eos);
+  if (!byte_level_bpe) writer.set_bool(std::string(kAddSpacePrefix), spec.add_space_prefix);
+  if (spec.chat_template) writer.set_string(std::string(kChatTemplate), *spec.chat_template);
+}
+
+Result<Tokenizer> load_tokenizer(const std::string& path, int32_t vocab_size) {
+  TokenizerSpec spec;
+  if (is_directory(path)) {
+    KOI_ASSIGN_OR_RETURN(spec, load_hf_tokenizer(path));
+  } else {
+    KOI_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+    if (file.size() >= 4 && std::memcmp(file.data(), "GGUF", 4) == 0) {
+      KOI_ASSIGN_OR_RETURN(model::GgufFile gguf, model::GgufFile::parse(file.data(), file.size(), path));
+      KOI_ASSIGN_OR_RETURN(spec, spec_from_gguf(gguf));
+    } else {
+      KOI_ASSIGN_OR_RETURN(spec, load_llama2c_tokenizer(path, vocab_size));
+    }
+  }
+  Result<Tokenizer> tokenizer = Tokenizer::create(std::move(spec));
+  if (!tokenizer.ok()) return tokenizer.status().with_prefix(path);
+  return tokenizer;
+}
+
+}  // namespace koi::tokenizer

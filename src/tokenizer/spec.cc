@@ -1,0 +1,45 @@
+#include "tokenizer/spec.h"
+
+#include <array>
+#include <utility>
+
+namespace koi::tokenizer {
+namespace {
+
+// The regexes as Hugging Face tokenizer.json files spell them. "default" is the GPT-2
+// regex (what an HF ByteLevel pre-tokenizer uses with use_regex); llama.cpp's own
+// "default" chain of four regexes is not reproduced.
+constexpr std::string_view kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kTable = {{
+    {"llama-bpe", kLlama3},
+    {"qwen2", kQwen2},
+    {"gpt2", kGpt2},
+    {"default", kGpt2},
+}};
+
+}  // namespace
+
+std::optional<std::vector<std::string>> pre_tokenizer_regexes(std::string_view pre) {
+  if (pre.empty()) return std::vector<std::string>{};
+  for (const auto& [name, regex] : kTable) {
+    if (name == pre) return std::vector<std::string>{std::string(regex)};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> pre_tokenizer_name(const std::vector<std::string>& regexes) {
+  if (regexes.empty()) return std::string();
+  if (regexes.size() != 1) return std::nullopt;
+  for (const auto& [name, regex] : kTable) {
+    if (regex == regexes[0]) return std::string(name);
+  }
+  return std::nullopt;
+}
+
+}  // namespace koi::tokenizer

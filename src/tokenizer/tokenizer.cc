@@ -1,0 +1,466 @@
+#include "tokenizer/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <array>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tokenizer/unicode.h"
+
+namespace koi::tokenizer {
+namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁"
+// llama2.c starts its search for the best pair at this score: lower scores never merge.
+constexpr float kMinMergeScore = -1e10f;
+// Token names that end a turn in the chat models Koi serves.
+constexpr std::array<std::string_view, 8> kEogNames = {
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end_of_text|>",
+    "<|endoftext|>", "</s>", "<end_of_turn>", "<|end|>"};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TextMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+struct RegexDeleter {
+  void operator()(pcre2_code* code) const { pcre2_code_free(code); }
+};
+using Regex = std::unique_ptr<pcre2_code, RegexDeleter>;
+
+// A run of text being merged: symbols form a linked list over the text; merging folds the
+// right symbol into the left one.
+struct Symbol {
+  uint32_t start;
+  uint32_t len;
+  int32_t id;         // -1: not a token (yet)
+  bool mergeable;     // false for byte-fallback pieces
+  int32_t prev;
+  int32_t next;
+};
+
+struct Candidate {
+  double priority;  // lower merges first
+  int32_t left;
+  int32_t right;
+  uint32_t len;     // left.len + right.len when queued; stale when it differs
+  int32_t id;       // the merged token
+  bool operator>(const Candidate& o) const {
+    return priority != o.priority ? priority > o.priority : left > o.left;
+  }
+};
+
+// Merges adjacent symbols, best pair first (ties: leftmost), until no pair is left.
+// `pair` returns the priority and merged id of two adjacent symbols, or nullopt.
+template <typename PairFn>
+void merge_symbols(std::vector<Symbol>* syms, PairFn pair) {
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const Symbol& a = (*syms)[left];
+    const Symbol& b = (*syms)[right];
+    if (!a.mergeable || !b.mergeable) return;
+    if (auto p = pair(a, b)) queue.push({p->first, left, right, a.len + b.len, p->second});
+  };
+  for (size_t i = 0; i + 1 < syms->size(); ++i) try_add(int32_t(i), int32_t(i + 1));
+  while (!queue.empty()) {
+    Candidate c = queue.top();
+    queue.pop();
+    Symbol& a = (*syms)[c.left];
+    Symbol& b = (*syms)[c.right];
+    if (a.len == 0 || b.len == 0 || a.len + b.len != c.len) continue;
+    a.len += b.len;
+    a.id = c.id;
+    b.len = 0;
+    a.next = b.next;
+    if (b.next >= 0) (*syms)[b.next].prev = c.left;
+    try_add(a.prev, c.left);
+    try_add(c.left, a.next);
+  }
+}
+
+void push_symbol(std::vector<Symbol>* syms, uint32_t start, uint32_t len, int32_t id, bool mergeable) {
+  int32_t index = int32_t(syms->size());
+  syms->push_back({start, len, id, mergeable, index - 1, -1});
+  if (index > 0) (*syms)[index - 1].next = index;
+}
+
+struct AddedToken {
+  std::string text;
+  int32_t id;
+  bool special;  // matched only when parsing specials
+  bool lstrip, rstrip;
+};
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  TokenizerSpec spec;
+  bool space_prefix = false;    // SentencePiece / metaspace leading-space rule
+  TextMap text_to_id;           // every token; the first id wins for a duplicate text
+  // kSentencePiece: normal and user-defined tokens by their llama2.c text ("▁" as " "):
+  // the encoder cuts and byte-falls-back the raw text exactly as llama2.c does.
+  TextMap mergeable_to_id;
+  std::array<int32_t, 256> byte_ids;  // "<0xXX>" tokens, -1 where missing
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_ranks;  // (left,right) -> (rank, merged)
+  std::vector<Regex> regexes;
+  std::array<std::vector<AddedToken>, 256> added_by_first_byte;  // longest first
+  std::vector<bool> is_added;
+  std::unordered_set<int32_t> eog;
+
+  void encode_text(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_spm(std::string_view text, bool prefixed, std::vector<int32_t>* out) const;
+  void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
+  void split_regex(const pcre2_code* re, std::string_view text,
+                   std::vector<std::string_view>* out) const;
+  void emit_unknown(std::string_view bytes, std::vector<int32_t>* out) const;
+};
+
+namespace {
+
+std::string id_error(std::string_view field, int32_t id, size_t n) {
+  return std::string(field) + " " + std::to_string(id) + " is outside the vocabulary of " +
+         std::to_string(n) + " tokens";
+}
+
+Result<Regex> compile_regex(const std::string& pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error,
+                                   &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof(message));
+    return Status::invalid_argument("pre-tokenizer regex '" + pattern + "' does not compile at offset " +
+                                    std::to_string(offset) + ": " +
+                                    reinterpret_cast<const char*>(message));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // an interpreter fallback when JIT is unavailable
+  return Regex(code);
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
+  auto impl = std::make_shared<Impl>();
+  const size_t n = spec.tokens.size();
+  if (n == 0) return Status::invalid_argument("tokenizer has no tokens");
+  if (spec.types.empty()) spec.types.assign(n, TokenType::kNormal);
+  if (spec.types.size() != n) {
+    return Status::invalid_argument("tokenizer has " + std::to_string(n) + " tokens but " +
+                                    std::to_string(spec.types.size()) + " token types");
+  }
+  if (spec.kind == TokenizerKind::kSentencePiece && spec.scores.size() != n) {
+    return Status::invalid_argument("SentencePiece tokenizer has " + std::to_string(n) +
+                                    " tokens but " + std::to_string(spec.scores.size()) + " scores");
+  }
+  for (auto [field, id] : {std::pair{"bos_id", spec.bos_id}, {"eos_id", spec.eos_id},
+                           {"unk_id", spec.unk_id}, {"pad_id", spec.pad_id}}) {
+    if (id && (*id < 0 || size_t(*id) >= n)) return Status::invalid_argument(id_error(field, *id, n));
+  }
+  for (int32_t id : spec.eog_ids) {
+    if (id < 0 || size_t(id) >= n) return Status::invalid_argument(id_error("eog id", id, n));
+  }
+
+  impl->byte_ids.fill(-1);
+  impl->is_added.assign(n, false);
+  impl->text_to_id.reserve(n);
+  impl->mergeable_to_id.reserve(n);
+  impl->merge_ranks.reserve(spec.merges.size());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& text = spec.tokens[i];
+    int32_t id = int32_t(i);
+    impl->text_to_id.emplace(text, id);
+    TokenType type = spec.types[i];
+    if (type == TokenType::kNormal || type == TokenType::kUserDefined) {
+      impl->mergeable_to_id.emplace(replace_all(text, kSpaceMark, " "), id);
+    }
+    if (type == TokenType::kByte) {
+      int byte = parse_byte_token(text);
+      if (byte < 0) {
+        return Status::invalid_argument("token " + std::to_string(i) + " '" + text +
+                                        "' has type byte but is not of the form <0xXX>");
+      }
+      if (impl->byte_ids[byte] < 0) impl->byte_ids[byte] = id;
+    }
+    bool added = type == TokenType::kControl || type == TokenType::kUnknown ||
+                 type == TokenType::kUserDefined;
+    if (added && !text.empty()) {
+      impl->is_added[i] = true;
+      impl->added_by_first_byte[uint8_t(text[0])].push_back(
+          {text, id, type != TokenType::kUserDefined, spec.lstrip_ids.count(id) > 0,
+           spec.rstrip_ids.count(id) > 0});
+    }
+    if (type == TokenType::kControl &&
+        std::find(kEogNames.begin(), kEogNames.end(), text) != kEogNames.end()) {
+      impl->eog.insert(id);
+    }
+  }
+  for (auto& bucket : impl->added_by_first_byte) {
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.text.size() > b.text.size(); });
+  }
+  if (spec.eos_id) impl->eog.insert(*spec.eos_id);
+  impl->eog.insert(spec.eog_ids.begin(), spec.eog_ids.end());
+
+  if (spec.kind == TokenizerKind::kBpeMerges) {
+    for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
+      const std::string& merge = spec.merges[rank];
+      size_t space = merge.find(' ', 1);
+      auto fail = [&](std::string_view why) {
+        return Status::invalid_argument("merge " + std::to_string(rank) + " '" + merge + "' " +
+                                        std::string(why));
+      };
+      if (space == std::string::npos) return fail("is not of the form 'left right'");
+      std::string left = merge.substr(0, space);
+      std::string right = merge.substr(space + 1);
+      auto l = impl->text_to_id.find(left);
+      auto r = impl->text_to_id.find(right);
+      auto m = impl->text_to_id.find(left + right);
+      if (l == impl->text_to_id.end() || r == impl->text_to_id.end() || m == impl->text_to_id.end()) {
+        return fail("names a token that is not in the vocabulary");
+      }
+      uint64_t key = (uint64_t(uint32_t(l->second)) << 32) | uint32_t(r->second);
+      impl->merge_ranks.emplace(key, std::pair{int32_t(rank), m->second});
+    }
+    std::vector<std::string> patterns = spec.pre_regexes;
+    if (patterns.empty() && spec.byte_level) {
+      auto table = pre_tokenizer_regexes(spec.pre);
+      if (!table) {
+        return Status::unsupported("pre-tokenizer '" + spec.pre +
+                                   "' is not known to Koi (known: llama-bpe, qwen2, gpt2, default)");
+      }
+      patterns = *table;
+    }
+    for (const std::string& p : patterns) {
+      KOI_ASSIGN_OR_RETURN(Regex re, compile_regex(p));
+      impl->regexes.push_back(std::move(re));
+    }
+  }
+  impl->space_prefix = spec.add_space_prefix &&
+                       (spec.kind == TokenizerKind::kSentencePiece || !spec.byte_level);
+  impl->spec = std::move(spec);
+  return Tokenizer(std::move(impl));
+}
+
+void Tokenizer::Impl::emit_unknown(std::string_view bytes, std::vector<int32_t>* out) const {
+  bool all_bytes = std::all_of(bytes.begin(), bytes.end(),
+                               [&](char c) { return byte_ids[uint8_t(c)] >= 0; });
+  if (all_bytes) {
+    for (char c : bytes) out->push_back(byte_ids[uint8_t(c)]);
+  } else if (spec.unk_id) {
+    out->push_back(*spec.unk_id);
+  }
+}
+
+// llama2.c's encode(): each character (or invalid byte group) becomes a token or byte
+// tokens, then the adjacent pair whose concatenation has the best score merges, repeatedly.
+// `prefixed`: text starts with the dummy-prefix space, a piece of its own.
+void Tokenizer::Impl::encode_spm(std::string_view text, bool prefixed, std::vector<int32_t>* out) const {
+  std::vector<Symbol> syms;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t len = pos == 0 && prefixed ? 1 : utf8_piece_len(text, pos);
+    auto it = mergeable_to_id.find(text.substr(pos, len));
+    if (it != mergeable_to_id.end()) {
+      push_symbol(&syms, uint32_t(pos), uint32_t(len), it->second, true);
+    } else {
+      for (size_t b = 0; b < len; ++b) {
+        int32_t id = byte_ids[uint8_t(text[pos + b])];
+        push_symbol(&syms, uint32_t(pos + b), 1, id >= 0 ? id : spec.unk_id.value_or(-1), false);
+      }
+    }
+    pos += len;
+  }
+  merge_symbols(&syms, [&](const Symbol& a, const Symbol& b) -> std::optional<std::pair<double, int32_t>> {
+    auto it = mergeable_to_id.find(text.substr(a.start, a.len + b.len));
+    if (it == mergeable_to_id.end() || !(spec.scores[it->second] > kMinMergeScore)) return std::nullopt;
+    return std::pair{-double(spec.scores[it->second]), it->second};
+  });
+  for (const Symbol& s : syms) {
+    if (s.len > 0 && s.id >= 0) out->push_back(s.id);
+  }
+}
+
+// Rank-ordered BPE over the characters of one pre-token.
+void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>* out) const {
+  if (spec.ignore_merges) {
+    auto it = text_to_id.find(text);
+    if (it != text_to_id.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+  std::vector<Symbol> syms;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t len = utf8_piece_len(text, pos);
+    auto it = text_to_id.find(text.substr(pos, len));
+    push_symbol(&syms, uint32_t(pos), uint32_t(len), it == text_to_id.end() ? -1 : it->second, true);
+    pos += len;
+  }
+  merge_symbols(&syms, [&](const Symbol& a, const Symbol& b) -> std::optional<std::pair<double, int32_t>> {
+    if (a.id < 0 || b.id < 0) return std::nullopt;
+    auto it = merge_ranks.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
+    if (it == merge_ranks.end()) return std::nullopt;
+    return std::pair{double(it->second.first), it->second.second};
+  });
+  for (const Symbol& s : syms) {
+    if (s.len == 0) continue;
+    if (s.id >= 0) {
+      out->push_back(s.id);
+    } else if (spec.byte_level) {
+      if (spec.unk_id) out->push_back(*spec.unk_id);
+    } else {
+      emit_unknown(text.substr(s.start, s.len), out);
+    }
+  }
+}
+
+// Cuts `text` into the matches of `re` and the text between them (HF Split "Isolated").
+void Tokenizer::Impl::split_regex(const pcre2_code* re, std::string_view text,
+                                  std::vector<std::string_view>* out) const {
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t done = 0;
+  size_t offset = 0;
+  while (offset < text.size()) {
+    int rc = pcre2_match(re, subject, text.size(), offset, 0, md, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      rc = pcre2_match(re, subject, text.size(), offset, PCRE2_NO_JIT, md, nullptr);
+    }
+    if (rc < 0) break;
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    if (ov[1] == ov[0]) {  // an empty match splits nothing; step over one character
+      offset = ov[0] + utf8_piece_len(text, ov[0]);
+      continue;
+    }
+    if (ov[0] > done) out->push_back(text.substr(done, ov[0] - done));
+    out->push_back(text.substr(ov[0], ov[1] - ov[0]));
+    done = offset = ov[1];
+  }
+  if (done < text.size()) out->push_back(text.substr(done));
+  pcre2_match_data_free(md);
+}
+
+// One piece of raw text between added tokens.
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>* out) const {
+  if (spec.kind == TokenizerKind::kSentencePiece) {
+    std::string prefixed = space_prefix ? " " + std::string(text) : std::string(text);
+    encode_spm(prefixed, space_prefix, out);
+    return;
+  }
+  if (!spec.byte_level) {
+    encode_bpe((space_prefix ? std::string(kSpaceMark) : "") + replace_all(text, " ", kSpaceMark), out);
+    return;
+  }
+  std::vector<std::string_view> pieces{text};
+  for (const Regex& re : regexes) {
+    std::vector<std::string_view> next;
+    for (std::string_view piece : pieces) split_regex(re.get(), piece, &next);
+    pieces = std::move(next);
+  }
+  std::string mapped;
+  for (std::string_view piece : pieces) {
+    mapped.clear();
+    append_byte_level(piece, &mapped);
+    encode_bpe(mapped, out);
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const Impl& im = *impl_;
+  std::vector<int32_t> out;
+  if (add_special && im.spec.add_bos && im.spec.bos_id) out.push_back(*im.spec.bos_id);
+  size_t start = 0;  // of the raw text not yet encoded
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const AddedToken* match = nullptr;
+    for (const AddedToken& t : im.added_by_first_byte[uint8_t(text[pos])]) {
+      if ((parse_special || !t.special) && text.substr(pos, t.text.size()) == t.text) {
+        match = &t;
+        break;
+      }
+    }
+    if (match == nullptr) {
+      ++pos;
+      continue;
+    }
+    size_t end = pos;
+    if (match->lstrip) {
+      while (end > start && is_space(text[end - 1])) --end;
+    }
+    if (end > start) im.encode_text(text.substr(start, end - start), &out);
+    out.push_back(match->id);
+    pos += match->text.size();
+    if (match->rstrip) {
+      while (pos < text.size() && is_space(text[pos])) ++pos;
+    }
+    start = pos;
+  }
+  if (start < text.size()) im.encode_text(text.substr(start), &out);
+  if (add_special && im.spec.add_eos && im.spec.eos_id) out.push_back(*im.spec.eos_id);
+  return out;
+}
+
+void Tokenizer::append_piece(int32_t id, int32_t prev, bool skip_special, std::string* out) const {
+  const Impl& im = *impl_;
+  if (id < 0 || id >= n_vocab()) return;
+  const std::string& text = im.spec.tokens[id];
+  switch (im.spec.types[id]) {
+    case TokenType::kByte:
+      *out += char(parse_byte_token(text));
+      return;
+    case TokenType::kControl:
+      if (!skip_special) *out += text;
+      return;
+    case TokenType::kNormal:
+      break;
+    default:
+      *out += text;
+      return;
+  }
+  if (im.spec.kind == TokenizerKind::kBpeMerges && im.spec.byte_level) {
+    append_byte_level_decoded(text, out);
+    return;
+  }
+  std::string piece = replace_all(text, kSpaceMark, " ");
+  // The encoder put a space before every piece of raw text; take it back.
+  bool at_text_start = prev < 0 || (prev < n_vocab() && im.is_added[prev]);
+  if (im.space_prefix && at_text_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+  *out += piece;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string out;
+  int32_t prev = -1;
+  for (int32_t id : ids) {
+    append_piece(id, prev, skip_special, &out);
+    prev = id;
+  }
+  return out;
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  static const std::string kEmpty;
+  return id >= 0 && id < n_vocab() ? impl_->spec.tokens[id] : kEmpty;
+}
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  return id >= 0 && id < n_vocab() ? impl_->spec.types[id] : TokenType::kUnused;
+}
+
+int32_t Tokenizer::n_vocab() const { return int32_t(impl_->spec.tokens.size()); }
+std::optional<int32_t> Tokenizer::bos_id() const { return impl_->spec.bos_id; }
+std::optional<int32_t> Tokenizer::eos_id() const { return impl_->spec.eos_id; }
+bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) > 0; }
+const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
+
+}  // namespace koi::tokenizer

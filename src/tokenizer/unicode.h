@@ -1,0 +1,36 @@
+// UTF-8 and byte-level helpers shared by the encoders and decoders. Pure functions,
+// thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace koi::tokenizer {
+
+// Length of the next piece of `text` at `pos` the way llama2.c's encode() cuts text: a byte
+// followed by its continuation bytes (10xxxxxx), at most 4 bytes. On valid UTF-8 this is
+// one character; invalid bytes come out in small groups that no vocabulary holds.
+size_t utf8_piece_len(std::string_view text, size_t pos);
+
+// Number of bytes a character starting with `lead` has (1 for a byte that cannot start
+// one).
+size_t utf8_char_len(uint8_t lead);
+
+// GPT-2's bytes_to_unicode: every byte as a printable character ("Ġ" for a space), in
+// UTF-8.
+std::string_view byte_to_unicode(uint8_t byte);
+// Appends byte_to_unicode of every byte of `bytes`.
+void append_byte_level(std::string_view bytes, std::string* out);
+// The inverse: appends the bytes that a byte-level text stands for. Characters outside the
+// alphabet are appended unchanged.
+void append_byte_level_decoded(std::string_view text, std::string* out);
+
+// "<0x0A>" -> 10; -1 when `text` is not of that form.
+int parse_byte_token(std::string_view text);
+
+// Replaces every occurrence of `from` by `to`.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
+
+}  // namespace koi::tokenizer
