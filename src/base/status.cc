@@ -31,4 +31,20 @@ Status Status::with_prefix(std::string_view prefix) const {
   return Status(code_, std::string(prefix) + ": " + message_);
 }
 
+std::string quote(std::string_view s) {
+  constexpr size_t kMaxBytes = 100;
+  std::string out = "'";
+  for (size_t idx = 0; idx < s.size() && idx < kMaxBytes; ++idx) {
+    unsigned char c = static_cast<unsigned char>(s[idx]);
+    if (c < 0x20 || c == 0x7F) {
+      const char* hex = "0123456789abcdef";
+      out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMaxBytes) out += "...";
+  return out + "'";
+}
+
 }  // namespace koi

@@ -69,6 +69,10 @@ class [[nodiscard]] Status {
 
 inline Status ok_status() { return Status(); }
 
+// `s` in single quotes for a one-line message: control bytes become \xNN and anything past
+// 100 bytes becomes "...", so that a name read from a hostile file cannot break the line.
+std::string quote(std::string_view s);
+
 // Result<T>: a value or a non-OK Status. Constructing one from an OK Status is a programmer
 // error (aborts).
 template <typename T>

@@ -23,6 +23,12 @@ TEST(StatusTest, OkAndErrors) {
   EXPECT_EQ(s.with_prefix("model.gguf").message(), "model.gguf: bad magic");
 }
 
+TEST(StatusTest, QuoteKeepsMessagesOnOneLine) {
+  EXPECT_EQ(quote("blk.0.attn_q.weight"), "'blk.0.attn_q.weight'");
+  EXPECT_EQ(quote(std::string_view("a\nb\0c\x7f", 6)), "'a\\x0ab\\x00c\\x7f'");
+  EXPECT_EQ(quote(std::string(120, 'x')), "'" + std::string(100, 'x') + "...'");
+}
+
 TEST(StatusTest, ResultPropagates) {
   EXPECT_EQ(*twice(4), 8);
   Result<int> r = twice(-1);

@@ -1,5 +1,6 @@
-// koi version: prints the version and the CPU features the kernels will use.
+// koi version: prints the version and the instruction-set level the kernels use.
 #include "cli/command.h"
+#include "kernels/isa.h"
 
 #include <cstdio>
 
@@ -8,7 +9,7 @@ namespace {
 
 Runner setup_version(CLI::App* app) {
   return [] {
-    std::printf("koi 0.1.0\n");
+    std::printf("koi 0.1.0\nkernels: %s\n", std::string(kernels::isa_name(kernels::detected_isa())).c_str());
     return 0;
   };
 }

@@ -25,8 +25,13 @@ float portable_dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void run_rows(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool != nullptr) {
+// Below this many multiply-adds an op runs on the calling thread: waking the pool costs more
+// than the work (a few microseconds, and far more when the machine is oversubscribed and the
+// workers must wait for a core).
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;
+
+void run_rows(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool != nullptr && work >= kMinParallelWork) {
     pool->parallel_for(n, fn);
   } else {
     fn(0, n);
@@ -36,7 +41,7 @@ void run_rows(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int
 void portable_matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {
   const int64_t in = w.ne[0], out = w.ne[1];
-  run_rows(pool, out, [&](int64_t o_begin, int64_t o_end) {
+  run_rows(pool, out, in * out * n_tokens, [&](int64_t o_begin, int64_t o_end) {
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(in));
     for (int64_t o = o_begin; o < o_end; ++o) {
@@ -73,7 +78,7 @@ void simd_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64_t
     const size_t need = static_cast<size_t>(n_tokens * a.x_row_bytes);
     if (scratch.size() < need) scratch.resize(need);
     uint8_t* dst = scratch.data();
-    run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, [&](int64_t t_begin, int64_t t_end) {
+    run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, in * n_tokens, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
         uint8_t* row = dst + t * a.x_row_bytes;
         if (act == DType::kQ8_0) {
@@ -91,7 +96,7 @@ void simd_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64_t
                                      : &avx512bf16::matmul_rows;
   // Threads take contiguous ranges of 4-row groups, so that tiles are full.
   constexpr int64_t kGroup = 4;
-  run_rows(pool, (out + kGroup - 1) / kGroup, [&](int64_t g_begin, int64_t g_end) {
+  run_rows(pool, (out + kGroup - 1) / kGroup, in * out * n_tokens, [&](int64_t g_begin, int64_t g_end) {
     rows(a, g_begin * kGroup, std::min(g_end * kGroup, out));
   });
 }

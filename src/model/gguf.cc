@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,7 @@ static_assert(std::endian::native == std::endian::little, "GGUF I/O assumes a li
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxArrayDepth = 8;
+constexpr uint64_t kMaxExtent = uint64_t{1} << 61;
 constexpr std::string_view kAlignmentKey = "general.alignment";
 
 bool known_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
@@ -176,7 +178,7 @@ std::string shape_string(const std::vector<uint64_t>& ne) {
 Status read_tensor_info(Reader& r, size_t index, GgufTensorInfo* t) {
   std::string what = "tensor info #" + std::to_string(index);
   KOI_RETURN_IF_ERROR(r.read_string(&t->name, "the name of " + what));
-  std::string name = "tensor '" + t->name + "'";
+  std::string name = "tensor " + quote(t->name);
   uint32_t n_dims = 0;
   KOI_RETURN_IF_ERROR(r.read(&n_dims, what));
   if (n_dims < 1 || n_dims > kMaxDims) {
@@ -189,11 +191,12 @@ Status read_tensor_info(Reader& r, size_t index, GgufTensorInfo* t) {
   KOI_RETURN_IF_ERROR(r.read(&ggml_type, what));
   KOI_RETURN_IF_ERROR(r.read(&t->offset, what));
 
-  uint64_t count = 1;
+  // Every product of dims (zeros counted as ones) below 2^61 keeps the element and byte
+  // counts (at most 4 bytes a value) that TensorView computes in int64 range.
+  uint64_t extent = 1;
   for (uint64_t d : ne) {
-    if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(count, d, &count) ||
-        count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::corrupt(name + " has shape " + shape_string(ne) + " whose element count overflows");
+    if (__builtin_mul_overflow(extent, std::max<uint64_t>(d, 1), &extent) || extent >= kMaxExtent) {
+      return Status::corrupt(name + " has shape " + shape_string(ne) + ", which is too large");
     }
   }
   std::optional<DType> type = dtype_from_ggml(ggml_type);
@@ -208,8 +211,6 @@ Status read_tensor_info(Reader& r, size_t index, GgufTensorInfo* t) {
   t->view.type = *type;
   t->view.n_dims = static_cast<int>(n_dims);
   for (uint32_t d = 0; d < n_dims; ++d) t->view.ne[d] = static_cast<int64_t>(ne[d]);
-  // Bytes per value are at most 4 (F32), so count < 2^61 keeps the byte count in range.
-  if (count >= (uint64_t{1} << 61)) return Status::corrupt(name + " has shape " + shape_string(ne) + ", too large");
   return ok_status();
 }
 
@@ -351,7 +352,7 @@ Status GgufFile::parse_bytes(const uint8_t* data, size_t size) {
   for (uint64_t kv_idx = 0; kv_idx < n_kv; ++kv_idx) {
     std::string key;
     KOI_RETURN_IF_ERROR(r.read_string(&key, "metadata key #" + std::to_string(kv_idx)));
-    std::string what = "metadata key '" + key + "'";
+    std::string what = "metadata key " + quote(key);
     if (kv_index_.count(key)) return Status::corrupt(what + " appears twice");
     uint32_t type = 0;
     KOI_RETURN_IF_ERROR(r.read(&type, what));
@@ -375,7 +376,7 @@ Status GgufFile::parse_bytes(const uint8_t* data, size_t size) {
     GgufTensorInfo& t = tensors_[tensor_idx];
     KOI_RETURN_IF_ERROR(read_tensor_info(r, tensor_idx, &t));
     if (!tensor_index_.emplace(t.name, tensor_idx).second) {
-      return Status::corrupt("tensor '" + t.name + "' appears twice");
+      return Status::corrupt("tensor " + quote(t.name) + " appears twice");
     }
   }
 
@@ -386,7 +387,7 @@ Status GgufFile::parse_bytes(const uint8_t* data, size_t size) {
   }
   uint64_t data_size = data_start <= size ? size - data_start : 0;
   for (GgufTensorInfo& t : tensors_) {
-    std::string name = "tensor '" + t.name + "'";
+    std::string name = "tensor " + quote(t.name);
     uint64_t bytes = static_cast<uint64_t>(t.view.num_bytes());
     if (t.offset % alignment_ != 0) {
       return Status::corrupt(name + " has data offset " + std::to_string(t.offset) +
@@ -425,14 +426,14 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 }
 
 Status GgufFile::type_error(std::string_view key, const GgufValue& v, std::string_view expected) const {
-  return Status::invalid_argument(path_ + ": metadata key '" + std::string(key) + "' is " + v.type_name() +
+  return Status::invalid_argument(path_ + ": metadata key " + quote(key) + " is " + v.type_name() +
                                   ", expected " + std::string(expected));
 }
 
 Result<const GgufValue*> GgufFile::get(std::string_view key, std::string_view expected,
                                        bool (*accept)(const GgufValue&)) const {
   const GgufValue* v = find(key);
-  if (v == nullptr) return Status::not_found(path_ + ": metadata key '" + std::string(key) + "' is missing");
+  if (v == nullptr) return Status::not_found(path_ + ": metadata key " + quote(key) + " is missing");
   if (!accept(*v)) return type_error(key, *v, expected);
   return v;
 }
@@ -461,7 +462,7 @@ Result<std::string> GgufFile::get_string(std::string_view key) const {
 Result<int64_t> GgufFile::get_int(std::string_view key) const {
   KOI_ASSIGN_OR_RETURN(const GgufValue* v, get(key, "an integer", [](const GgufValue& x) { return x.is_integer(); }));
   if (!fits_int64(*v)) {
-    return Status::invalid_argument(path_ + ": metadata key '" + std::string(key) + "' holds " +
+    return Status::invalid_argument(path_ + ": metadata key " + quote(key) + " holds " +
                                     std::to_string(static_cast<uint64_t>(v->i)) + ", which does not fit in int64");
   }
   return v->i;
@@ -507,7 +508,7 @@ Result<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const
   out.reserve(v->elems.size());
   for (const GgufValue& e : v->elems) {
     if (!fits_int64(e)) {
-      return Status::invalid_argument(path_ + ": metadata key '" + std::string(key) + "' holds " +
+      return Status::invalid_argument(path_ + ": metadata key " + quote(key) + " holds " +
                                       std::to_string(static_cast<uint64_t>(e.i)) + ", which does not fit in int64");
     }
     out.push_back(e.i);
@@ -572,27 +573,24 @@ namespace {
 
 // Bytes of a tensor of `type` with dims `ne`; an error message when the shape is invalid.
 Result<uint64_t> tensor_bytes(const std::string& name, DType type, const std::vector<int64_t>& ne) {
-  std::string what = "tensor '" + name + "'";
+  std::string what = "tensor " + quote(name);
   if (ne.empty() || ne.size() > static_cast<size_t>(kMaxDims)) {
     return Status::invalid_argument(what + " has " + std::to_string(ne.size()) + " dimensions; GGUF allows 1 to 4");
   }
-  uint64_t rows = 1;
+  uint64_t extent = 1, rows = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
     if (ne[d] < 0) return Status::invalid_argument(what + " has a negative dimension");
-    if (d > 0 && __builtin_mul_overflow(rows, static_cast<uint64_t>(ne[d]), &rows)) {
+    if (__builtin_mul_overflow(extent, std::max<int64_t>(ne[d], 1), &extent) || extent >= kMaxExtent) {
       return Status::invalid_argument(what + " is too large");
     }
+    if (d > 0) rows *= ne[d];
   }
   if (ne[0] % dtype_block_size(type) != 0) {
     return Status::invalid_argument(what + " has rows of " + std::to_string(ne[0]) + " values, not a multiple of the " +
                                     std::string(dtype_name(type)) + " block size " +
                                     std::to_string(dtype_block_size(type)));
   }
-  uint64_t bytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(dtype_row_bytes(type, ne[0])), rows, &bytes)) {
-    return Status::invalid_argument(what + " is too large");
-  }
-  return bytes;
+  return static_cast<uint64_t>(dtype_row_bytes(type, ne[0])) * rows;
 }
 
 Status check_value(const std::string& key, const GgufValue& v) {
@@ -600,7 +598,7 @@ Status check_value(const std::string& key, const GgufValue& v) {
   for (size_t idx = 0; idx < v.elems.size(); ++idx) {
     const GgufValue& e = v.elems[idx];
     if (e.type != v.elem_type) {
-      return Status::invalid_argument("metadata key '" + key + "': element " + std::to_string(idx) + " is " +
+      return Status::invalid_argument("metadata key " + quote(key) + ": element " + std::to_string(idx) + " is " +
                                       e.type_name() + " in an array of " + std::string(gguf_type_name(v.elem_type)));
     }
     KOI_RETURN_IF_ERROR(check_value(key, e));
@@ -663,10 +661,10 @@ Status GgufWriter::validate() const {
   }
   std::set<std::string_view> names;
   for (const PendingTensor& t : tensors_) {
-    if (!names.insert(t.name).second) return Status::invalid_argument("tensor '" + t.name + "' is added twice");
+    if (!names.insert(t.name).second) return Status::invalid_argument("tensor " + quote(t.name) + " is added twice");
     KOI_ASSIGN_OR_RETURN(uint64_t bytes, tensor_bytes(t.name, t.type, t.ne));
     if (t.data == nullptr && t.owned.size() != bytes) {
-      return Status::invalid_argument("tensor '" + t.name + "' has " + std::to_string(t.owned.size()) +
+      return Status::invalid_argument("tensor " + quote(t.name) + " has " + std::to_string(t.owned.size()) +
                                       " bytes of data; its shape and type need " + std::to_string(bytes));
     }
   }

@@ -211,7 +211,10 @@ void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, Th
       }
     }
   };
-  if (pool != nullptr) {
+  // Parallel only when there is enough work to pay for waking the pool (as in kernels/ops.cc).
+  int64_t work_size = 0;
+  for (int64_t t = 0; t < T; ++t) work_size += (batch.positions[t] + 1) * hd * c.n_heads * 2;
+  if (pool != nullptr && work_size >= (int64_t{1} << 17)) {
     pool->parallel_for(T * c.n_heads, work);
   } else {
     work(0, T * c.n_heads);

@@ -15,6 +15,7 @@ namespace json = boost::json;
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+constexpr uint64_t kMaxExtent = uint64_t{1} << 61;
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kIndexFile = "model.safetensors.index.json";
 constexpr std::string_view kSingleFile = "model.safetensors";
@@ -119,12 +120,12 @@ Status SafetensorsFile::parse_bytes(const uint8_t* data, size_t size) {
       const json::object* meta = value.if_object();
       if (meta == nullptr) return Status::corrupt("__metadata__ is not an object of strings");
       for (const auto& [mk, mv] : *meta) {
-        if (!mv.is_string()) return Status::corrupt("__metadata__ value '" + std::string(mk) + "' is not a string");
+        if (!mv.is_string()) return Status::corrupt("__metadata__ value " + quote(mk) + " is not a string");
         metadata_.emplace(std::string(mk), std::string(mv.get_string()));
       }
       continue;
     }
-    std::string what = "tensor '" + name + "'";
+    std::string what = "tensor " + quote(name);
     const json::object* entry = value.if_object();
     const json::value* dtype = entry ? entry->if_contains("dtype") : nullptr;
     const json::value* shape = entry ? entry->if_contains("shape") : nullptr;
@@ -135,7 +136,7 @@ Status SafetensorsFile::parse_bytes(const uint8_t* data, size_t size) {
     }
     std::optional<DType> type = dtype_from_safetensors(dtype->get_string());
     if (!type) {
-      return Status::unsupported(what + " has dtype " + std::string(dtype->get_string()) +
+      return Status::unsupported(what + " has dtype " + quote(dtype->get_string()) +
                                  ", which Koi does not read; it reads F32, F16 and BF16");
     }
     const json::array& dims = shape->get_array();
@@ -146,13 +147,16 @@ Status SafetensorsFile::parse_bytes(const uint8_t* data, size_t size) {
     SafetensorsTensor t{name, {}};
     t.view.type = *type;
     t.view.n_dims = std::max<int>(1, static_cast<int>(dims.size()));
-    uint64_t bytes = static_cast<uint64_t>(dtype_block_bytes(*type));
+    // Every product of dims (zeros counted as ones) below 2^61 keeps the element and byte
+    // counts that TensorView computes in int64 range.
+    uint64_t bytes = static_cast<uint64_t>(dtype_block_bytes(*type)), extent = 1;
     for (size_t d = 0; d < dims.size(); ++d) {
       uint64_t n = 0;
       if (!to_u64(dims[d], &n)) return Status::corrupt(what + " has a shape entry that is not a non-negative integer");
-      if (__builtin_mul_overflow(bytes, n, &bytes) || bytes > (uint64_t{1} << 62)) {
-        return Status::corrupt(what + " has a shape whose size overflows");
+      if (__builtin_mul_overflow(extent, std::max<uint64_t>(n, 1), &extent) || extent >= kMaxExtent) {
+        return Status::corrupt(what + " has a shape that is too large");
       }
+      bytes *= n;
       t.view.ne[dims.size() - 1 - d] = static_cast<int64_t>(n);
     }
     uint64_t begin = 0, end = 0;
@@ -176,15 +180,15 @@ Status SafetensorsFile::parse_bytes(const uint8_t* data, size_t size) {
                                  "-byte elements; re-save the file with a current safetensors library");
     }
     index_.emplace(name, tensors_.size());
-    spans.push_back({begin, end, tensors_.size()});
+    if (end > begin) spans.push_back({begin, end, tensors_.size()});  // empty tensors overlap nothing
     tensors_.push_back(std::move(t));
   }
 
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].begin < spans[i - 1].end) {
-      return Status::corrupt("tensors '" + tensors_[spans[i - 1].tensor_idx].name + "' and '" +
-                             tensors_[spans[i].tensor_idx].name + "' overlap in the data buffer");
+  for (size_t idx = 1; idx < spans.size(); ++idx) {
+    if (spans[idx].begin < spans[idx - 1].end) {
+      return Status::corrupt("tensors " + quote(tensors_[spans[idx - 1].tensor_idx].name) + " and " +
+                             quote(tensors_[spans[idx].tensor_idx].name) + " overlap in the data buffer");
     }
   }
   return ok_status();
@@ -226,8 +230,8 @@ Result<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
   for (const auto& [tensor, shard] : weight_map->get_object()) {
     std::string_view file = shard.is_string() ? std::string_view(shard.get_string()) : std::string_view();
     if (file.empty() || file == "." || file == ".." || file.find('/') != std::string_view::npos) {
-      return Status::corrupt(index_path + ": weight_map entry '" + std::string(tensor) +
-                             "' does not name a shard file in the model directory");
+      return Status::corrupt(index_path + ": weight_map entry " + quote(tensor) +
+                             " does not name a shard file in the model directory");
     }
     auto [it, inserted] = shard_idx.emplace(std::string(file), m.shards_.size());
     if (inserted) {
@@ -237,7 +241,7 @@ Result<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
     const SafetensorsFile& f = m.shards_[it->second];
     const SafetensorsTensor* t = f.find(tensor);
     if (t == nullptr) {
-      return Status::not_found(f.path() + ": has no tensor '" + std::string(tensor) + "', which " +
+      return Status::not_found(f.path() + ": has no tensor " + quote(tensor) + ", which " +
                                std::string(kIndexFile) + " places there; the download is incomplete or mixed");
     }
     m.index_.emplace(std::string(tensor), std::make_pair(it->second, static_cast<size_t>(t - f.tensors().data())));
@@ -266,7 +270,7 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsW
   std::set<std::string_view> names;
   for (size_t idx = 0; idx < tensors.size(); ++idx) {
     const SafetensorsWriteTensor& t = tensors[idx];
-    std::string what = path + ": tensor '" + t.name + "'";
+    std::string what = path + ": tensor " + quote(t.name);
     if (safetensors_dtype_name(t.type) == nullptr) {
       return Status::unsupported(what + " is " + std::string(dtype_name(t.type)) +
                                  "; safetensors files from Koi hold f32, f16 or bf16");

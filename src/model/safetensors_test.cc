@@ -98,6 +98,18 @@ TEST_F(SafetensorsTest, RoundTripReversesShapesAndAlignsData) {
   EXPECT_EQ(f->find("missing"), nullptr);
 }
 
+TEST_F(SafetensorsTest, EmptyTensorSharesItsOffsetWithTheNext) {
+  float data[2] = {1, 2};
+  ASSERT_TRUE(write_safetensors(path("e.safetensors"), {{"a", DType::kF32, {0, 3}, nullptr},
+                                                        {"b", DType::kF32, {2}, data}})
+                  .ok());
+  auto f = SafetensorsFile::open(path("e.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->find("a")->view.shape_string(), "[3, 0]");
+  EXPECT_EQ(f->find("a")->view.num_bytes(), 0);
+  EXPECT_EQ(f->find("b")->view.f32()[1], 2.0f);
+}
+
 TEST_F(SafetensorsTest, WriterRejectsWhatSafetensorsCannotHold) {
   std::vector<uint8_t> data(64);
   struct Case {
@@ -161,13 +173,15 @@ TEST(SafetensorsCorruptTest, EveryCorruptionIsAnErrorWithAPinnedMessage) {
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [2]}})"), StatusCode::kCorrupt,
        "tensor 'w' needs a string \"dtype\", an array \"shape\" and an array \"data_offsets\""},
       {file_bytes(R"({"ids": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})", zeros),
-       StatusCode::kUnsupported, "tensor 'ids' has dtype I64, which Koi does not read; it reads F32, F16 and BF16"},
+       StatusCode::kUnsupported, "tensor 'ids' has dtype 'I64', which Koi does not read; it reads F32, F16 and BF16"},
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [1, 1, 1, 1, 1], "data_offsets": [0, 4]}})", zeros),
        StatusCode::kUnsupported, "tensor 'w' has 5 dimensions; Koi handles at most 4"},
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 4]}})", zeros),
        StatusCode::kCorrupt, "tensor 'w' has a shape entry that is not a non-negative integer"},
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})", zeros),
-       StatusCode::kCorrupt, "tensor 'w' has a shape whose size overflows"},
+       StatusCode::kCorrupt, "tensor 'w' has a shape that is too large"},
+      {file_bytes(R"({"w": {"dtype": "F32", "shape": [0, 4611686018427387904], "data_offsets": [0, 0]}})", zeros),
+       StatusCode::kCorrupt, "tensor 'w' has a shape that is too large"},
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", zeros), StatusCode::kCorrupt,
        "tensor 'w' needs data_offsets [begin, end] with 0 <= begin <= end"},
       {file_bytes(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", zeros), StatusCode::kCorrupt,
