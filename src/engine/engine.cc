@@ -29,7 +29,15 @@ Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
       kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_(scheduler_config(config_, runner), kv_),
       rng_(config_.seed) {
-  KOI_CHECK(config_.max_num_batched_tokens > config_.speculative.num_speculative_tokens);
+  const SpeculativeConfig& spec = config_.speculative;
+  const Status spec_status = validate(spec, runner);
+  if (!spec_status.ok()) log::error("{}", spec_status.message());
+  KOI_CHECK(spec_status.ok());
+  KOI_CHECK(config_.max_num_batched_tokens > spec.num_speculative_tokens);
+  if (spec.method == SpeculativeMethod::kDraftModel && spec.num_speculative_tokens > 0) {
+    draft_ = std::make_unique<DraftModelProposer>(*spec.draft_runner, spec.draft_num_kv_blocks, config_.block_size,
+                                                  config_.max_num_batched_tokens);
+  }
   log::info("KV cache: {} blocks of {} tokens, {} tokens in all; at most {} tokens per sequence",
             config_.num_kv_blocks, config_.block_size, int64_t{config_.num_kv_blocks} * config_.block_size,
             max_model_len());
@@ -50,7 +58,11 @@ Status Engine::add_request(RequestSpec spec) {
                                                   spec.priority, next_arrival_++, spec.cache_key, seed));
 }
 
-Status Engine::abort(const std::string& request_id) { return scheduler_.abort(request_id); }
+Status Engine::abort(const std::string& request_id) {
+  KOI_RETURN_IF_ERROR(scheduler_.abort(request_id));
+  if (draft_) draft_->free(request_id);
+  return ok_status();
+}
 
 void Engine::build_batch(const SchedulerOutput& plan) {
   batch_.clear();
@@ -103,6 +115,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     counters_.num_generated_tokens += static_cast<int64_t>(out.token_ids.size());
     outputs.push_back(std::move(out));
   }
+  free_drafts(plan, outputs);
   propose_drafts();
 
   ++counters_.num_steps;
@@ -111,16 +124,34 @@ Result<std::vector<RequestOutput>> Engine::step() {
   return outputs;
 }
 
+void Engine::free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs) {
+  if (!draft_) return;
+  for (const std::string& id : plan.preempted) draft_->free(id);
+  for (const RequestOutput& out : outputs) {
+    if (out.finished) draft_->free(out.request_id);
+  }
+}
+
 void Engine::propose_drafts() {
   const SpeculativeConfig& spec = config_.speculative;
   if (spec.num_speculative_tokens == 0) return;
+  std::vector<DraftRequest> drafting;
   for (Request* r : scheduler_.running()) {
     if (r->num_computed_tokens != r->num_tokens() - 1) continue;  // still prefilling
     // Drafts past max_tokens or the sequence limit could never be emitted.
     const int room = std::min(r->params.max_tokens - r->num_output_tokens(), max_model_len() - r->num_tokens()) - 1;
     const int k = std::min(spec.num_speculative_tokens, room);
     if (k <= 0) continue;
-    r->spec_token_ids = propose_ngram(r->token_ids, spec.prompt_lookup_min, spec.prompt_lookup_max, k);
+    if (draft_) {
+      drafting.push_back({r, k});
+    } else {
+      r->spec_token_ids = propose_ngram(r->token_ids, spec.prompt_lookup_min, spec.prompt_lookup_max, k);
+    }
+  }
+  if (drafting.empty()) return;
+  // Drafts only save time: a failed draft forward costs this step its drafts, nothing more.
+  if (Status s = draft_->propose(drafting); !s.ok()) {
+    log::warn("draft model failed; no drafts this step: {}", s.to_string());
   }
 }
 

@@ -5,20 +5,24 @@
 // Each step(): the scheduler picks tokens to compute under the token budget, one
 // ForwardBatch goes through the model over the paged KV cache, each request that reached
 // the end of its tokens samples (verifying its draft tokens, if any), the scheduler applies
-// the results and stop conditions, and n-gram drafts are proposed for the next step.
+// the results and stop conditions, and drafts are proposed for the next step (prompt lookup,
+// or a draft model: see spec_decode.h and draft_model.h).
 //
 // Threading: one thread owns the Engine and calls every method; nothing here locks. Other
 // threads (HTTP handlers) talk to that thread through queues. A failed forward pass makes
-// step() return its Status with no request changed, so the step can be retried.
+// step() return its Status with no request changed, so the step can be retried. A failed
+// draft-model forward is logged and only costs that step's drafts.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/random.h"
 #include "base/status.h"
+#include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
@@ -61,7 +65,7 @@ struct EngineStats {
   int64_t num_generated_tokens = 0;      // tokens returned to requests
   double busy_seconds = 0.0;             // time spent inside step()
   double generated_tokens_per_second = 0.0;
-  int64_t num_draft_tokens = 0;          // drafts verified
+  int64_t num_draft_tokens = 0;          // drafts verified (proposed and scheduled)
   int64_t num_accepted_tokens = 0;       // drafts accepted
   double spec_acceptance_rate = 0.0;
 };
@@ -69,7 +73,7 @@ struct EngineStats {
 class Engine {
  public:
   // `runner` must outlive the engine; its KvCache has config.num_kv_blocks blocks of
-  // config.block_size tokens.
+  // config.block_size tokens. config.speculative must pass validate(config.speculative, runner).
   Engine(EngineConfig config, ModelRunner& runner, const Clock& clock = SystemClock::instance());
 
   // Queues a request. Fails with a message naming the problem for invalid sampling
@@ -86,17 +90,22 @@ class Engine {
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   EngineStats stats() const;
   const KvCacheManager& kv_cache() const { return kv_; }
+  // The draft-model proposer; null unless speculation uses a draft model.
+  const DraftModelProposer* draft_proposer() const { return draft_.get(); }
   int max_model_len() const { return scheduler_.config().max_model_len; }
 
  private:
   void build_batch(const SchedulerOutput& plan);
   void propose_drafts();
+  // Drops the draft-model state of requests that finished or were preempted this step.
+  void free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs);
 
   EngineConfig config_;
   ModelRunner& runner_;
   const Clock& clock_;
   KvCacheManager kv_;
   Scheduler scheduler_;
+  std::unique_ptr<DraftModelProposer> draft_;  // set for SpeculativeMethod::kDraftModel
   Rng rng_;
   int64_t next_arrival_ = 0;
   Detokenizer detokenizer_;

@@ -45,6 +45,11 @@ struct Request {
   int num_prompt_tokens;
   int num_computed_tokens = 0;          // leading token_ids whose KV is in the cache
   std::vector<int32_t> spec_token_ids;  // draft tokens to verify in the next step
+  // The proposal distribution of each draft, row i (n_vocab floats) for spec_token_ids[i],
+  // when a draft model sampled them; empty when every draft is a point mass (n-gram
+  // proposals, greedy requests). Rows past spec_token_ids.size() are left over from drafts
+  // the scheduler dropped and are never read.
+  std::vector<float> spec_draft_probs;
   SamplingParams params;
   int priority;                         // lower runs first and is preempted last
   int64_t arrival;                      // unique; earlier runs first among equal priority
