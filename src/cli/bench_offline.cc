@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "base/random.h"
@@ -30,6 +31,9 @@ struct OfflineOptions {
   std::string kv_memory = "2GiB";
   int max_batched_tokens = 512;
   std::string json;
+  std::string speculative;  // "", "ngram" or "draft"
+  int num_speculative_tokens = 4;
+  std::string draft_model;
 };
 
 struct Shape {
@@ -85,6 +89,20 @@ int run_offline(const OfflineOptions& o) {
   auto blocks = engine::kv_blocks_for_memory(*kv_bytes, loaded->model->kv_shape(1, block_size).bytes_per_block());
   if (!blocks.ok()) return fail(blocks.status().message());
 
+  engine::SpeculativeConfig spec;
+  std::optional<engine::LoadedModel> draft;
+  if (!o.speculative.empty()) {
+    auto method = engine::parse_speculative_method(o.speculative);
+    if (!method.ok()) return fail(method.status().message());
+    spec.method = *method;
+    spec.num_speculative_tokens = o.num_speculative_tokens;
+    if (spec.method == engine::SpeculativeMethod::kDraftModel) {
+      if (o.draft_model.empty()) return fail("--speculative draft needs --draft-model PATH");
+      auto d = engine::load_model(o.draft_model);
+      if (!d.ok()) return fail(d.status().message());
+      draft = std::move(*d);
+    }
+  }
   std::printf("model %s: %d layers, dim %d, %.2fB parameters; KV cache %d blocks (%lld tokens)\n", o.model.c_str(),
               cfg.n_layers, cfg.dim, cfg.num_parameters() / 1e9, *blocks,
               static_cast<long long>(*blocks) * block_size);
@@ -95,12 +113,20 @@ int run_offline(const OfflineOptions& o) {
   for (int conc : o.concurrency) {
     const int n = std::max(4, conc * o.requests_per_slot);
     engine::LlamaRunner runner(*loaded->model, *blocks, block_size, o.threads);
+    std::optional<engine::LlamaRunner> draft_runner;
+    if (draft) {
+      draft_runner.emplace(*draft->model, *blocks, block_size, o.threads);
+      spec.draft_runner = &*draft_runner;
+      spec.draft_num_kv_blocks = *blocks;
+    }
+    if (Status s = engine::validate(spec, runner); !s.ok()) return fail(s.message());
     engine::EngineConfig ec;
     ec.block_size = block_size;
     ec.num_kv_blocks = *blocks;
     ec.max_num_seqs = conc;
     ec.max_num_batched_tokens = o.max_batched_tokens;
     ec.seed = o.seed;
+    ec.speculative = spec;
     engine::Engine eng(ec, runner);
     int64_t in_tokens = 0, out_tokens = 0;
     for (int r = 0; r < n; ++r) {
@@ -135,6 +161,11 @@ int run_offline(const OfflineOptions& o) {
     std::printf("%6d %6d %10.2f %12.1f %12.1f %10.3f %10.3f %10.3f %10.3f\n", conc, n, n / secs, out_tokens / secs,
                 (in_tokens + out_tokens) / secs, percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50),
                 percentile(e2e, 99));
+    if (spec.num_speculative_tokens > 0) {
+      std::printf("       speculative %s: %lld drafts, %lld accepted (acceptance %.3f)\n", o.speculative.c_str(),
+                  static_cast<long long>(eng.stats().num_draft_tokens),
+                  static_cast<long long>(eng.stats().num_accepted_tokens), eng.stats().spec_acceptance_rate);
+    }
     std::fflush(stdout);
     char buf[512];
     std::snprintf(buf, sizeof buf,
@@ -171,6 +202,9 @@ Runner setup_offline(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--max-batched-tokens", o->max_batched_tokens, "token budget per engine step")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
+  app->add_option("--speculative", o->speculative, "speculative decoding: ngram (prompt lookup) or draft");
+  app->add_option("--num-speculative-tokens", o->num_speculative_tokens, "draft tokens per step")->capture_default_str();
+  app->add_option("--draft-model", o->draft_model, "the draft model for --speculative draft (same vocabulary)");
   return [o] { return run_offline(*o); };
 }
 
