@@ -20,7 +20,7 @@ struct SimFlags {
   std::string nodes, trace, policy = "koi", mode = "replay", json, svg;
   double arrival_scale = 1.0, fill_limit = 1.3;
   uint64_t seed = 1;
-  int limit = 0, max_nodes_scored = 0;
+  int limit = 0, max_nodes_scored = 0, repeat = 1;
 };
 
 bool is_yaml(const std::string& path) {
@@ -50,6 +50,7 @@ int run_sim(const SimFlags& f) {
   if (f.mode != "replay" && f.mode != "fill") return fail("--mode must be replay or fill, got '" + f.mode + "'");
   if (f.arrival_scale <= 0) return fail("--arrival-scale must be > 0");
   if (f.fill_limit <= 0) return fail("--fill-limit must be > 0");
+  if (f.repeat < 1) return fail("--repeat must be >= 1");
   Result<Specs> specs = load_nodes(f.nodes);
   if (!specs.ok()) return fail(specs.status().message());
   if (specs->nodes.empty()) return fail(f.nodes + ": defines no nodes");
@@ -83,6 +84,7 @@ int run_sim(const SimFlags& f) {
   o.policy.max_nodes_scored = f.max_nodes_scored;
   o.mode = f.mode == "fill" ? SimMode::kFill : SimMode::kReplay;
   o.arrival_scale = f.arrival_scale;
+  o.repeat = f.repeat;
   o.seed = f.seed;
   o.fill_limit = f.fill_limit;
   Result<SimResult> r = simulate(cluster, *jobs, o);
@@ -137,6 +139,8 @@ Runner setup_sim(CLI::App* app) {
   app->add_option("--policy", f->policy, "scheduling policy: " + policy_names())->capture_default_str();
   app->add_option("--mode", f->mode, "replay (arrival-time replay) or fill (sample until saturation)")->capture_default_str();
   app->add_option("--arrival-scale", f->arrival_scale, "replay: multiply the arrival rate by X (2 = twice as fast)")
+      ->capture_default_str();
+  app->add_option("--repeat", f->repeat, "replay: run the trace N times back to back (inflates the load)")
       ->capture_default_str();
   app->add_option("--fill-limit", f->fill_limit, "fill: stop when arrived GPU demand reaches X times capacity")
       ->capture_default_str();

@@ -17,6 +17,47 @@ namespace json = boost::json;
 
 constexpr char kGgufMagic[] = "GGUF";
 
+// Where each tensor lives in the two naming schemes: GGUF (llama.cpp) and Hugging Face.
+struct TensorNames {
+  const char* gguf;
+  const char* hf;
+};
+constexpr TensorNames kEmbedding{"token_embd.weight", "model.embed_tokens.weight"};
+constexpr TensorNames kOutputNorm{"output_norm.weight", "model.norm.weight"};
+constexpr TensorNames kOutput{"output.weight", "lm_head.weight"};
+struct LayerTensor {
+  TensorView LayerWeights::*member;
+  TensorNames names;  // suffixes after "blk.N." / "model.layers.N."
+};
+constexpr LayerTensor kLayerTensors[] = {
+    {&LayerWeights::attn_norm, {"attn_norm.weight", "input_layernorm.weight"}},
+    {&LayerWeights::wq, {"attn_q.weight", "self_attn.q_proj.weight"}},
+    {&LayerWeights::wk, {"attn_k.weight", "self_attn.k_proj.weight"}},
+    {&LayerWeights::wv, {"attn_v.weight", "self_attn.v_proj.weight"}},
+    {&LayerWeights::wo, {"attn_output.weight", "self_attn.o_proj.weight"}},
+    {&LayerWeights::bq, {"attn_q.bias", "self_attn.q_proj.bias"}},
+    {&LayerWeights::bk, {"attn_k.bias", "self_attn.k_proj.bias"}},
+    {&LayerWeights::bv, {"attn_v.bias", "self_attn.v_proj.bias"}},
+    {&LayerWeights::ffn_norm, {"ffn_norm.weight", "post_attention_layernorm.weight"}},
+    {&LayerWeights::w_gate, {"ffn_gate.weight", "mlp.gate_proj.weight"}},
+    {&LayerWeights::w_up, {"ffn_up.weight", "mlp.up_proj.weight"}},
+    {&LayerWeights::w_down, {"ffn_down.weight", "mlp.down_proj.weight"}},
+};
+
+// Fills the views of `w` by name through `get` (an empty view for a missing tensor).
+template <typename Get>
+void fill_views(const ModelConfig& config, bool hf, Get&& get, ModelWeights& w) {
+  auto pick = [hf](const TensorNames& n) { return std::string(hf ? n.hf : n.gguf); };
+  w.token_embd = get(pick(kEmbedding));
+  w.output_norm = get(pick(kOutputNorm));
+  w.output = config.tied_embeddings ? w.token_embd : get(pick(kOutput));
+  w.layers.resize(static_cast<size_t>(config.n_layers));
+  for (int l = 0; l < config.n_layers; ++l) {
+    const std::string prefix = (hf ? "model.layers." : "blk.") + std::to_string(l) + ".";
+    for (const LayerTensor& t : kLayerTensors) w.layers[l].*t.member = get(prefix + pick(t.names));
+  }
+}
+
 }  // namespace
 
 ModelFormat detect_format(const std::string& path) {
@@ -88,7 +129,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
   c.n_vocab = static_cast<int>(embd->view.ne[1]);
-  c.tied_embeddings = g.find_tensor("output.weight") == nullptr;
+  c.tied_embeddings = g.find_tensor(kOutput.gguf) == nullptr;
   if (const GgufTensorInfo* rf = g.find_tensor("rope_freqs.weight")) {
     if (rf->view.type != DType::kF32) return Status::corrupt(g.path() + ": rope_freqs.weight must be f32");
     c.rope_factors.assign(rf->view.f32(), rf->view.f32() + rf->view.num_elements());
@@ -107,30 +148,10 @@ Result<LoadedWeights> load_gguf_weights(const std::string& path) {
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(gguf);
-  auto get = [&](const std::string& name) -> TensorView {
+  fill_views(config, /*hf=*/false, [&](const std::string& name) {
     const GgufTensorInfo* t = gguf->find_tensor(name);
     return t != nullptr ? t->view : TensorView{};
-  };
-  w.token_embd = get("token_embd.weight");
-  w.output_norm = get("output_norm.weight");
-  w.output = config.tied_embeddings ? w.token_embd : get("output.weight");
-  w.layers.resize(static_cast<size_t>(config.n_layers));
-  for (int l = 0; l < config.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers[l];
-    L.attn_norm = get(p + "attn_norm.weight");
-    L.wq = get(p + "attn_q.weight");
-    L.wk = get(p + "attn_k.weight");
-    L.wv = get(p + "attn_v.weight");
-    L.wo = get(p + "attn_output.weight");
-    L.bq = get(p + "attn_q.bias");
-    L.bk = get(p + "attn_k.bias");
-    L.bv = get(p + "attn_v.bias");
-    L.ffn_norm = get(p + "ffn_norm.weight");
-    L.w_gate = get(p + "ffn_gate.weight");
-    L.w_up = get(p + "ffn_up.weight");
-    L.w_down = get(p + "ffn_down.weight");
-  }
+  }, w);
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(path);
   return out;
 }
@@ -221,35 +242,15 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
   KOI_ASSIGN_OR_RETURN(ModelConfig config, parse_hf_config(config_text, config_path));
   KOI_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open_dir(dir));
   auto model = std::make_shared<const SafetensorsModel>(std::move(st));
-  if (model->find("lm_head.weight") == nullptr) config.tied_embeddings = true;
+  if (model->find(kOutput.hf) == nullptr) config.tied_embeddings = true;
   LoadedWeights out;
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(model);
-  auto get = [&](const std::string& name) -> TensorView {
+  fill_views(config, /*hf=*/true, [&](const std::string& name) {
     const SafetensorsTensor* t = model->find(name);
     return t != nullptr ? t->view : TensorView{};
-  };
-  w.token_embd = get("model.embed_tokens.weight");
-  w.output_norm = get("model.norm.weight");
-  w.output = config.tied_embeddings ? w.token_embd : get("lm_head.weight");
-  w.layers.resize(static_cast<size_t>(config.n_layers));
-  for (int l = 0; l < config.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers[l];
-    L.attn_norm = get(p + "input_layernorm.weight");
-    L.wq = get(p + "self_attn.q_proj.weight");
-    L.wk = get(p + "self_attn.k_proj.weight");
-    L.wv = get(p + "self_attn.v_proj.weight");
-    L.wo = get(p + "self_attn.o_proj.weight");
-    L.bq = get(p + "self_attn.q_proj.bias");
-    L.bk = get(p + "self_attn.k_proj.bias");
-    L.bv = get(p + "self_attn.v_proj.bias");
-    L.ffn_norm = get(p + "post_attention_layernorm.weight");
-    L.w_gate = get(p + "mlp.gate_proj.weight");
-    L.w_up = get(p + "mlp.up_proj.weight");
-    L.w_down = get(p + "mlp.down_proj.weight");
-  }
+  }, w);
   // Norms and biases must be f32 for the forward pass; HF checkpoints often store them in
   // bf16/f16, so those small vectors are converted into owned f32 copies.
   auto to_f32 = [&](TensorView& t) {
