@@ -1,0 +1,102 @@
+// koi serve: one inference engine behind the OpenAI-compatible HTTP API.
+//
+//   koi serve --model model.gguf --port 8000 [--served-model-name NAME] [--api-key KEY]
+//
+// Prints "listening on http://HOST:PORT" once it accepts connections (with --port 0, the
+// port it got). SIGTERM or SIGINT shut it down gracefully; it then exits 0.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "base/file.h"
+#include "base/logging.h"
+#include "cli/command.h"
+#include "serve/chat_prompt.h"
+#include "serve/engine_host.h"
+#include "serve/engine_service.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+
+namespace koi::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string served_model_name;
+  std::string chat_template;
+  serve::ServerConfig server;
+  serve::EngineOptions engine;
+  int max_waiting = 1024;
+  bool no_prefix_caching = false;
+};
+
+int run_serve(ServeOptions o) {
+  auto host = serve::make_engine_host(o.model, o.engine);
+  if (!host.ok()) return fail(host.status().message());
+  engine::Engine& core = *(*host)->engine;
+  const tokenizer::Tokenizer& tok = (*host)->loaded.tokenizer;
+  std::string template_source;
+  if (!o.chat_template.empty()) {
+    auto text = read_file(o.chat_template);
+    if (!text.ok()) return fail("--chat-template: " + text.status().message());
+    template_source = *text;
+  }
+  auto chat = serve::ChatPrompt::create(template_source, tok);
+  if (!chat.ok()) return fail(chat.status().message() + "; pass a working template with --chat-template FILE");
+
+  serve::ModelInfo info;
+  info.name = o.served_model_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_model_name;
+  info.tokenizer = &tok;
+  info.chat = &*chat;
+  info.max_model_len = core.max_model_len();
+  serve::ServeMetrics metrics(info.name);
+  serve::EngineService service(core, tok, metrics, o.max_waiting);
+  {
+    serve::Server server(o.server, info, service, metrics);
+    auto port = server.listen();
+    if (!port.ok()) return fail(port.status().message());
+    service.start();
+    log::info("serving model '{}' ({} tokens of context) with {} forward threads", info.name, info.max_model_len,
+              (*host)->runner->num_threads());
+    std::printf("listening on http://%s:%d\n", o.server.host.c_str(), *port);
+    std::fflush(stdout);
+    server.run();
+  }
+  // The drain is over; a late SIGTERM must not turn exit 0 into death by signal while the
+  // model is torn down.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
+  return 0;
+}
+
+Runner setup_serve(CLI::App* app) {
+  auto o = std::make_shared<ServeOptions>();
+  serve::ServerConfig& s = o->server;
+  app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
+  app->add_option("--host", s.host, "address to listen on")->capture_default_str();
+  app->add_option("--port", s.port, "port to listen on; 0 picks a free one")->capture_default_str();
+  app->add_option("--served-model-name", o->served_model_name, "the model id clients send (default: the file name)");
+  app->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on the API");
+  app->add_option("--chat-template", o->chat_template, "Jinja chat template file (default: the model's own)");
+  app->add_option("--max-body-bytes", s.max_body_bytes, "largest request body accepted")->capture_default_str();
+  app->add_option("--io-timeout", s.io_timeout_s, "seconds a client may take per read or write")->capture_default_str();
+  app->add_option("--http-threads", s.http_threads, "threads serving HTTP")->capture_default_str();
+  app->add_option("--shutdown-timeout", s.shutdown_timeout_s, "seconds in-flight requests get after SIGTERM")
+      ->capture_default_str();
+  app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();
+  app->add_option("--max-num-seqs", o->engine.max_num_seqs, "requests running at once")->capture_default_str();
+  app->add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens, "tokens computed per engine step")
+      ->capture_default_str();
+  app->add_option("--kv-cache-gb", o->engine.kv_cache_gb, "KV-cache memory (default: room for every running sequence at full length)");
+  app->add_option("--threads", o->engine.threads, "forward-pass threads (default: the physical cores)");
+  app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
+  app->add_flag("--no-prefix-caching", o->no_prefix_caching, "do not share KV blocks between prompts");
+  return [o] {
+    o->engine.prefix_caching = !o->no_prefix_caching;
+    return run_serve(*o);
+  };
+}
+
+}  // namespace
+KOI_COMMAND(serve, "serve a model over the OpenAI-compatible HTTP API", setup_serve);
+}  // namespace koi::cli

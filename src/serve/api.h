@@ -1,0 +1,111 @@
+// The OpenAI API at the edge of the server: request bodies (JSON) are parsed here into
+// native structs, and native results are turned back into OpenAI's JSON shapes. Nothing
+// past this file sees JSON; in particular the engine thread never does.
+//
+// Parsing is strict where OpenAI is strict: wrong types, out-of-range values and unknown
+// fields are errors, each an ApiError naming the parameter. Koi's extra sampling fields
+// (top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids) are accepted as vLLM does.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace koi::serve {
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" is null
+  std::string code;   // "" is null
+};
+std::string error_body(const ApiError& error);
+ApiError bad_request(std::string message, std::string param = "");
+
+enum class ApiKind { kCompletion, kChat };
+
+struct Message {
+  std::string role;
+  std::string content;
+};
+
+// One prompt of /v1/completions: text, or token ids given by the client.
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool is_tokens = false;
+};
+
+// A /v1/completions or /v1/chat/completions request after parsing.
+struct GenerateRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;
+  std::vector<Prompt> prompts;    // completions: one or more
+  std::vector<Message> messages;  // chat
+  engine::SamplingParams params;  // params.max_tokens valid only when max_tokens_set
+  bool max_tokens_set = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+};
+
+// Parses a request body. Returns the error to send when the body is not acceptable.
+std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, GenerateRequest* out);
+
+// /tokenize: {"prompt": "..."} or {"messages": [...]}; /detokenize: {"tokens": [...]}.
+struct TokenizeRequest {
+  std::string prompt;
+  std::vector<Message> messages;
+  bool is_chat = false;
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+};
+std::optional<ApiError> parse_tokenize_request(std::string_view body, TokenizeRequest* out);
+std::optional<ApiError> parse_detokenize_request(std::string_view body, int32_t n_vocab, std::vector<int32_t>* out);
+
+// The fields every response object of one request shares.
+struct ResponseMeta {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+// What one choice produced so far (non-streaming: in all).
+struct ChoiceOutput {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<engine::SampledToken> logprobs;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// The whole response of a non-streaming request.
+boost::json::object full_response(const ResponseMeta& meta, std::span<const ChoiceOutput> choices,
+                                  const Usage& usage, const tokenizer::Tokenizer& tok);
+// One streamed chunk for choice `index`: `delta` is the new text, tokens and logprobs;
+// `first` adds the assistant role (chat); `text_offset` is the length of the choice's text
+// before this chunk (completion logprobs).
+boost::json::object stream_chunk(const ResponseMeta& meta, int index, const ChoiceOutput& delta, bool first,
+                                 size_t text_offset, const tokenizer::Tokenizer& tok);
+// The final chunk of a stream with include_usage: no choices, the usage.
+boost::json::object usage_chunk(const ResponseMeta& meta, const Usage& usage);
+boost::json::object usage_json(const Usage& usage);
+
+}  // namespace koi::serve

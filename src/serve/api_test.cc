@@ -1,0 +1,120 @@
+#include "serve/api.h"
+
+#include <gtest/gtest.h>
+
+namespace koi::serve {
+namespace {
+
+std::optional<ApiError> parse(ApiKind kind, std::string_view body, GenerateRequest* out) {
+  return parse_generate_request(kind, body, out);
+}
+
+TEST(ApiTest, CompletionFieldsBecomeSamplingParams) {
+  GenerateRequest r;
+  auto e = parse(ApiKind::kCompletion,
+                 R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":3,"n":2,
+                     "seed":42,"stop":["x","y"],"logprobs":2,"presence_penalty":1,"logit_bias":{"5":-100},
+                     "stream":true,"stream_options":{"include_usage":true}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_TRUE(r.max_tokens_set);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_EQ(r.params.top_k, 3);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_EQ(r.params.logit_bias.at(5), -100.0f);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(ApiTest, PromptShapes) {
+  GenerateRequest r;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":[1,2,3]})", &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  GenerateRequest batch;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":["a",[4,5]]})", &batch));
+  ASSERT_EQ(batch.prompts.size(), 2u);
+  EXPECT_EQ(batch.prompts[0].text, "a");
+  EXPECT_EQ(batch.prompts[1].token_ids, (std::vector<int32_t>{4, 5}));
+}
+
+TEST(ApiTest, ChatMessagesAndLogprobs) {
+  GenerateRequest r;
+  auto e = parse(ApiKind::kChat,
+                 R"({"model":"m","messages":[{"role":"system","content":"s"},
+                     {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+                     "max_completion_tokens":5,"logprobs":true,"top_logprobs":3,"response_format":{"type":"text"}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "a\nb");
+  EXPECT_EQ(r.params.max_tokens, 5);
+  EXPECT_EQ(r.params.logprobs, 3);
+}
+
+struct BadCase {
+  ApiKind kind;
+  const char* body;
+  const char* param;
+  const char* message;
+};
+
+TEST(ApiTest, BadBodiesNameTheParameter) {
+  const BadCase cases[] = {
+      {ApiKind::kCompletion, "{", "", "the request body is not valid JSON"},
+      {ApiKind::kCompletion, "[1]", "", "the request body must be a JSON object, got an array"},
+      {ApiKind::kCompletion, R"({"prompt":"x"})", "model", "'model' is required"},
+      {ApiKind::kCompletion, R"({"model":"m"})", "prompt", "'prompt' is required"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","max_tokens":"5"})", "max_tokens",
+       "'max_tokens' must be an integer, got a string"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","max_tokens":-1})", "max_tokens",
+       "'max_tokens' must be an integer between 1 and 2147483647, got -1"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","temperature":2.5})", "temperature",
+       "'temperature' must be between 0 and 2, got 2.5"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","foo":1})", "foo",
+       "Unrecognized request argument supplied: foo"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", "stream_options",
+       "'stream_options' is only allowed when 'stream' is true"},
+      {ApiKind::kChat, R"({"model":"m","messages":[]})", "messages", "'messages' must contain at least one message"},
+      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"wizard","content":"x"}]})", "messages[0].role",
+       "'messages[0].role' must be one of"},
+      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+       "response_format", "response_format type 'json_object' is not supported yet"},
+      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs",
+       "'top_logprobs' requires 'logprobs' to be true"},
+  };
+  for (const BadCase& c : cases) {
+    GenerateRequest r;
+    auto e = parse(c.kind, c.body, &r);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->status, 400) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body;
+    EXPECT_NE(e->message.find(c.message), std::string::npos) << c.body << " -> " << e->message;
+  }
+}
+
+TEST(ApiTest, ErrorBodyHasOpenAiShape) {
+  ApiError e = bad_request("nope", "n");
+  EXPECT_EQ(error_body(e),
+            R"({"error":{"message":"nope","type":"invalid_request_error","param":"n","code":null}})");
+}
+
+TEST(ApiTest, DetokenizeChecksTheVocabulary) {
+  std::vector<int32_t> ids;
+  EXPECT_FALSE(parse_detokenize_request(R"({"tokens":[1,2]})", 10, &ids));
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));
+  std::vector<int32_t> bad;
+  auto e = parse_detokenize_request(R"({"tokens":[1,99]})", 10, &bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "token id 99 is outside the vocabulary [0, 10)");
+}
+
+}  // namespace
+}  // namespace koi::serve

@@ -1,0 +1,423 @@
+#include "serve/load_gen.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/channel.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/url/parse.hpp>
+#include <fmt/format.h>
+
+#include "base/random.h"
+#include "serve/engine_host.h"
+#include "serve/engine_service.h"
+
+namespace koi::serve {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
+constexpr int kMooncakeBlock = 512;  // tokens per Mooncake hash id
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, int n, const WorkloadConfig& c) {
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (auto& t : out) t = c.vocab_lo + static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_hi - c.vocab_lo)));
+  return out;
+}
+
+RequestShape clipped(std::vector<int32_t> prompt, int64_t input, int64_t output, const WorkloadConfig& c) {
+  prompt.resize(static_cast<size_t>(std::clamp<int64_t>(input, 1, c.max_input_len)));
+  return {std::move(prompt), static_cast<int>(std::clamp<int64_t>(output, 1, c.max_output_len))};
+}
+
+// Arrival offsets in seconds: Poisson at `rate`, or all at zero.
+std::vector<double> arrivals(size_t n, double rate, uint64_t seed) {
+  std::vector<double> out(n, 0.0);
+  Rng rng(seed ^ 0x5eed);
+  double t = 0.0;
+  for (size_t i = 0; i < n && rate > 0; ++i) {
+    out[i] = t;
+    t += -std::log(1.0 - rng.uniform()) / rate;
+  }
+  return out;
+}
+
+// Feeds one SSE stream's bytes; records token arrival times and the final usage.
+class SseReader {
+ public:
+  SseReader(RequestResult* result, Clock::time_point start) : r_(result), start_(start) {}
+
+  void feed(std::string_view bytes) {
+    buffer_.append(bytes);
+    for (size_t pos; (pos = buffer_.find("\n\n")) != std::string::npos;) {
+      event(buffer_.substr(0, pos));
+      buffer_.erase(0, pos + 2);
+    }
+  }
+  bool done() const { return done_; }
+
+ private:
+  void event(const std::string& ev) {
+    if (!ev.starts_with("data: ")) return;
+    const std::string_view payload = std::string_view(ev).substr(6);
+    if (payload == "[DONE]") {
+      done_ = true;
+      return;
+    }
+    error_code ec;
+    json::value v = json::parse(payload, ec);
+    if (ec || !v.is_object()) return fail("unparsable SSE event");
+    const json::object& o = v.as_object();
+    if (const json::value* e = o.if_contains("error")) return fail(json::serialize(*e));
+    if (const json::value* u = o.if_contains("usage"); u && u->is_object()) {
+      r_->output_tokens = static_cast<int>(u->at("completion_tokens").to_number<int64_t>());
+    }
+    const json::value* choices = o.if_contains("choices");
+    if (!choices || !choices->is_array()) return;
+    for (const auto& c : choices->as_array()) {
+      const json::value* text = c.as_object().if_contains("text");
+      if (!text || !text->is_string() || text->as_string().empty()) continue;
+      const auto now = Clock::now();
+      if (!seen_token_) {
+        r_->ttft = seconds_between(start_, now);
+      } else {
+        r_->itl.push_back(seconds_between(last_, now));
+      }
+      seen_token_ = true;
+      last_ = now;
+    }
+  }
+  void fail(std::string message) {
+    if (r_->error.empty()) r_->error = std::move(message);
+  }
+
+  RequestResult* r_;
+  Clock::time_point start_;
+  Clock::time_point last_;
+  bool seen_token_ = false;
+  bool done_ = false;
+  std::string buffer_;
+};
+
+struct HttpTarget {
+  tcp::endpoint endpoint;
+  std::string host;
+  std::string path;
+};
+
+asio::awaitable<void> http_request(const HttpTarget& target, const LoadConfig& config, const RequestShape& shape,
+                                   RequestResult* r) {
+  const auto start = Clock::now();
+  r->input_tokens = static_cast<int>(shape.prompt.size());
+  beast::tcp_stream stream(co_await asio::this_coro::executor);
+  auto [cec] = co_await stream.async_connect(target.endpoint, kAwait);
+  if (cec) {
+    r->error = "connect: " + cec.message();
+    co_return;
+  }
+  json::object body{{"model", config.model},
+                    {"prompt", json::array(shape.prompt.begin(), shape.prompt.end())},
+                    {"max_tokens", shape.output_tokens},
+                    {"ignore_eos", true},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}}};
+  http::request<http::string_body> req{http::verb::post, target.path, 11};
+  req.set(http::field::host, target.host);
+  req.set(http::field::content_type, "application/json");
+  if (!config.api_key.empty()) req.set(http::field::authorization, "Bearer " + config.api_key);
+  req.body() = json::serialize(body);
+  req.prepare_payload();
+  auto [wec, wn] = co_await http::async_write(stream, req, kAwait);
+  if (wec) {
+    r->error = "write: " + wec.message();
+    co_return;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(boost::none);
+  SseReader sse(r, start);
+  auto on_chunk = [&sse](uint64_t, std::string_view bytes, error_code&) {
+    sse.feed(bytes);
+    return bytes.size();
+  };
+  parser.on_chunk_body(on_chunk);
+  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kAwait);
+  if (hec) {
+    r->error = "read: " + hec.message();
+    co_return;
+  }
+  while (!parser.is_done()) {
+    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kAwait);
+    if (ec) {
+      r->error = "read: " + ec.message();
+      co_return;
+    }
+  }
+  if (parser.get().result_int() != 200) {
+    r->error = fmt::format("HTTP {}: {}", parser.get().result_int(), parser.get().body());
+    co_return;
+  }
+  r->e2e = seconds_between(start, Clock::now());
+  if (r->error.empty() && !sse.done()) r->error = "the stream ended without [DONE]";
+  if (r->error.empty() && r->output_tokens != shape.output_tokens) {
+    r->error = fmt::format("got {} tokens, asked for {}", r->output_tokens, shape.output_tokens);
+  }
+  r->ok = r->error.empty();
+}
+
+Result<HttpTarget> parse_target(const std::string& url) {
+  auto u = boost::urls::parse_uri(url);
+  if (!u || u->scheme() != "http" || u->host().empty()) {
+    return Status::invalid_argument(fmt::format("--url '{}' must look like http://HOST:PORT", url));
+  }
+  HttpTarget t;
+  t.host = std::string(u->host());
+  const std::string port = u->has_port() ? std::string(u->port()) : "80";
+  asio::io_context ioc;
+  tcp::resolver resolver(ioc);
+  error_code ec;
+  auto results = resolver.resolve(t.host, port, ec);
+  if (ec || results.empty()) return Status::unavailable(fmt::format("--url: cannot resolve {}: {}", t.host, ec.message()));
+  t.endpoint = *results.begin();
+  t.path = "/v1/completions";
+  return t;
+}
+
+}  // namespace
+
+Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& c) {
+  if (c.vocab_hi <= c.vocab_lo) return Status::invalid_argument("the prompt token range is empty");
+  std::vector<RequestShape> shapes;
+  Rng rng(c.seed);
+  if (c.trace.empty()) {
+    for (int i = 0; i < c.num_requests; ++i) shapes.push_back(clipped(random_tokens(rng, c.input_len, c), c.input_len, c.output_len, c));
+    return shapes;
+  }
+  std::ifstream in(c.trace);
+  if (!in) return Status::not_found(fmt::format("--trace {}: cannot open the file", c.trace));
+  const bool mooncake = c.trace.ends_with(".jsonl");
+  std::string line;
+  int line_no = 0;
+  while (static_cast<int>(shapes.size()) < c.num_requests && std::getline(in, line)) {
+    ++line_no;
+    if (mooncake) {
+      error_code ec;
+      json::value v = json::parse(line, ec);
+      const json::object* o = ec ? nullptr : v.if_object();
+      if (!o || !o->contains("input_length") || !o->contains("output_length")) {
+        return Status::invalid_argument(fmt::format("{}:{}: expected a Mooncake record with input_length, output_length "
+                                                    "and hash_ids", c.trace, line_no));
+      }
+      const int64_t input = o->at("input_length").to_number<int64_t>();
+      std::vector<int32_t> prompt;
+      if (const json::value* ids = o->if_contains("hash_ids"); ids && ids->is_array()) {
+        for (const auto& id : ids->as_array()) {
+          Rng block_rng(c.seed ^ (static_cast<uint64_t>(id.to_number<int64_t>()) * 0x9e3779b97f4a7c15ull));
+          auto block = random_tokens(block_rng, kMooncakeBlock, c);
+          prompt.insert(prompt.end(), block.begin(), block.end());
+          if (static_cast<int64_t>(prompt.size()) >= std::min<int64_t>(input, c.max_input_len)) break;
+        }
+      }
+      if (static_cast<int64_t>(prompt.size()) < input) {
+        auto rest = random_tokens(rng, static_cast<int>(std::min<int64_t>(input, c.max_input_len)), c);
+        prompt.insert(prompt.end(), rest.begin(), rest.end());
+      }
+      shapes.push_back(clipped(std::move(prompt), input, o->at("output_length").to_number<int64_t>(), c));
+      continue;
+    }
+    if (line_no == 1) continue;  // Azure CSV header: TIMESTAMP,ContextTokens,GeneratedTokens
+    std::stringstream row(line);
+    std::string ts, ctx, gen;
+    std::getline(row, ts, ',');
+    std::getline(row, ctx, ',');
+    std::getline(row, gen, ',');
+    int64_t input = 0, output = 0;
+    try {
+      input = std::stoll(ctx);
+      output = std::stoll(gen);
+    } catch (const std::exception&) {
+      return Status::invalid_argument(fmt::format("{}:{}: expected TIMESTAMP,ContextTokens,GeneratedTokens", c.trace, line_no));
+    }
+    const int n = static_cast<int>(std::clamp<int64_t>(input, 1, c.max_input_len));
+    shapes.push_back(clipped(random_tokens(rng, n, c), input, output, c));
+  }
+  if (shapes.empty()) return Status::invalid_argument(fmt::format("--trace {}: no requests in the file", c.trace));
+  return shapes;
+}
+
+Result<BenchReport> run_http(const LoadConfig& config, const std::vector<RequestShape>& shapes) {
+  KOI_ASSIGN_OR_RETURN(HttpTarget target, parse_target(config.url));
+  std::vector<RequestResult> results(shapes.size());
+  const std::vector<double> at = arrivals(shapes.size(), config.request_rate, config.seed);
+  asio::io_context ioc;
+  // Concurrency slots: a send blocks while max_concurrency requests are in flight.
+  asio::experimental::channel<void(error_code)> slots(ioc, static_cast<size_t>(std::max(config.max_concurrency, 1)));
+  const auto start = Clock::now();
+  auto dispatch = [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(ioc);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      timer.expires_at(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
+      co_await timer.async_wait(kAwait);
+      if (config.max_concurrency > 0) co_await slots.async_send(error_code{}, kAwait);
+      asio::co_spawn(ioc, http_request(target, config, shapes[i], &results[i]), [&, i](std::exception_ptr e) {
+        if (e) results[i].error = "internal error in the load generator";
+        if (config.max_concurrency > 0) slots.try_receive([](error_code) {});
+      });
+    }
+  };
+  asio::co_spawn(ioc, dispatch(), asio::detached);
+  ioc.run();
+  return summarize(results, seconds_between(start, Clock::now()));
+}
+
+Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
+                                   const std::vector<RequestShape>& shapes) {
+  EngineOptions options;
+  options.seed = config.seed;
+  KOI_ASSIGN_OR_RETURN(auto host, make_engine_host(model_path, options));
+  ServeMetrics metrics("bench");
+  EngineService service(*host->engine, host->loaded.tokenizer, metrics, static_cast<int>(shapes.size()));
+  service.start();
+
+  std::vector<RequestResult> results(shapes.size());
+  std::vector<Clock::time_point> started(shapes.size()), last(shapes.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;
+  size_t num_done = 0;
+  const std::vector<double> at = arrivals(shapes.size(), config.request_rate, config.seed);
+  const auto start = Clock::now();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return config.max_concurrency <= 0 || in_flight < config.max_concurrency; });
+    ++in_flight;
+    started[i] = Clock::now();
+    results[i].input_tokens = static_cast<int>(shapes[i].prompt.size());
+    lock.unlock();
+    engine::RequestSpec spec;
+    spec.id = std::to_string(i);
+    spec.prompt = shapes[i].prompt;
+    spec.params.max_tokens = shapes[i].output_tokens;
+    spec.params.ignore_eos = true;
+    Status st = service.submit({std::move(spec)}, [&, i](Event ev) {
+      std::lock_guard guard(mu);
+      RequestResult& r = results[i];
+      const auto now = Clock::now();
+      if (!ev.error.ok()) r.error = ev.error.message();
+      if (!ev.output.token_ids.empty()) {
+        if (r.output_tokens == 0) {
+          r.ttft = seconds_between(started[i], now);
+        } else {
+          r.itl.push_back(seconds_between(last[i], now));
+        }
+        r.output_tokens += static_cast<int>(ev.output.token_ids.size());
+        last[i] = now;
+      }
+      if (!ev.output.finished) return;
+      r.e2e = seconds_between(started[i], now);
+      r.ok = r.error.empty() && r.output_tokens == shapes[i].output_tokens;
+      --in_flight;
+      ++num_done;
+      cv.notify_all();
+    });
+    if (!st.ok()) return st;
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return num_done == shapes.size(); });
+  return summarize(results, seconds_between(start, Clock::now()));
+}
+
+LatencyStats latency_stats(std::vector<double> seconds) {
+  LatencyStats s;
+  if (seconds.empty()) return s;
+  std::sort(seconds.begin(), seconds.end());
+  auto pct = [&](double p) {  // nearest rank
+    const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(seconds.size())));
+    return seconds[std::clamp<size_t>(rank, 1, seconds.size()) - 1] * 1e3;
+  };
+  double sum = 0;
+  for (double x : seconds) sum += x;
+  s.mean = sum / static_cast<double>(seconds.size()) * 1e3;
+  s.p50 = pct(50);
+  s.p90 = pct(90);
+  s.p99 = pct(99);
+  return s;
+}
+
+BenchReport summarize(const std::vector<RequestResult>& results, double duration_s) {
+  BenchReport rep;
+  rep.duration_s = duration_s;
+  std::vector<double> ttft, itl, e2e;
+  for (const RequestResult& r : results) {
+    if (!r.ok) {
+      ++rep.errors;
+      if (rep.first_errors.size() < 5) rep.first_errors.push_back(r.error);
+      continue;
+    }
+    ++rep.completed;
+    rep.input_tokens += r.input_tokens;
+    rep.output_tokens += r.output_tokens;
+    ttft.push_back(r.ttft);
+    e2e.push_back(r.e2e);
+    itl.insert(itl.end(), r.itl.begin(), r.itl.end());
+  }
+  rep.ttft = latency_stats(std::move(ttft));
+  rep.itl = latency_stats(std::move(itl));
+  rep.e2e = latency_stats(std::move(e2e));
+  return rep;
+}
+
+json::object report_json(const BenchReport& r) {
+  auto stats = [](const LatencyStats& s) {
+    return json::object{{"mean_ms", s.mean}, {"p50_ms", s.p50}, {"p90_ms", s.p90}, {"p99_ms", s.p99}};
+  };
+  const double d = std::max(r.duration_s, 1e-9);
+  return {{"duration_s", r.duration_s},
+          {"completed", r.completed},
+          {"errors", r.errors},
+          {"input_tokens", r.input_tokens},
+          {"output_tokens", r.output_tokens},
+          {"request_throughput", r.completed / d},
+          {"output_throughput", static_cast<double>(r.output_tokens) / d},
+          {"total_token_throughput", static_cast<double>(r.input_tokens + r.output_tokens) / d},
+          {"ttft", stats(r.ttft)},
+          {"itl", stats(r.itl)},
+          {"e2e", stats(r.e2e)},
+          {"first_errors", json::array(r.first_errors.begin(), r.first_errors.end())}};
+}
+
+std::string report_text(const BenchReport& r) {
+  const double d = std::max(r.duration_s, 1e-9);
+  std::string out = fmt::format(
+      "requests: {} completed, {} errors in {:.2f} s\n"
+      "throughput: {:.2f} req/s, {:.1f} output tok/s, {:.1f} total tok/s\n"
+      "{:<10}{:>12}{:>12}{:>12}{:>12}\n",
+      r.completed, r.errors, r.duration_s, r.completed / d, r.output_tokens / d, (r.input_tokens + r.output_tokens) / d,
+      "(ms)", "mean", "p50", "p90", "p99");
+  for (auto [name, s] : {std::pair{"TTFT", &r.ttft}, std::pair{"ITL", &r.itl}, std::pair{"E2E", &r.e2e}}) {
+    out += fmt::format("{:<10}{:>12.3f}{:>12.3f}{:>12.3f}{:>12.3f}\n", name, s->mean, s->p50, s->p90, s->p99);
+  }
+  for (const auto& e : r.first_errors) out += "error: " + e + "\n";
+  return out;
+}
+
+}  // namespace koi::serve

@@ -1,0 +1,86 @@
+// Load generation for `koi bench serve` (the `vllm bench serve` experience): request shapes
+// from a public trace (Azure LLM inference CSV, Mooncake JSONL) or synthetic, sent as
+// streaming /v1/completions requests at a fixed Poisson rate or a fixed concurrency, and
+// the latency report: throughput, time to first token, inter-token latency and end-to-end
+// latency (mean, p50, p90, p99) and the error count.
+//
+// Prompts are token ids, so input lengths are exact; Mooncake hash_ids become the same
+// 512-token blocks for the same id, so prefix reuse in the trace is replayed. The same
+// workload can run against the engine in process (run_in_process) to measure what HTTP adds.
+// Functions block until the run ends; failures of single requests are counted, not fatal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "base/status.h"
+
+namespace koi::serve {
+
+struct RequestShape {
+  std::vector<int32_t> prompt;  // token ids
+  int output_tokens = 0;
+};
+
+struct WorkloadConfig {
+  std::string trace;          // "" = synthetic; *.csv = Azure; *.jsonl = Mooncake
+  int num_requests = 100;
+  int input_len = 128;        // synthetic
+  int output_len = 64;        // synthetic
+  int max_input_len = 1024;   // trace lengths are clipped to these (small models)
+  int max_output_len = 256;
+  int32_t vocab_lo = 100;     // prompt token ids are drawn from [vocab_lo, vocab_hi)
+  int32_t vocab_hi = 500;
+  uint64_t seed = 0;
+};
+Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& config);
+
+struct LoadConfig {
+  std::string url;            // http://host:port
+  std::string model;
+  std::string api_key;
+  double request_rate = 0.0;  // requests per second (Poisson); 0 = all at once
+  int max_concurrency = 0;    // 0 = unbounded
+  uint64_t seed = 0;
+};
+
+// One request as the client saw it; times in seconds.
+struct RequestResult {
+  bool ok = false;
+  std::string error;
+  double ttft = 0.0;
+  double e2e = 0.0;
+  std::vector<double> itl;
+  int input_tokens = 0;
+  int output_tokens = 0;
+};
+
+struct LatencyStats {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0;  // milliseconds
+};
+
+struct BenchReport {
+  double duration_s = 0;
+  int completed = 0;
+  int errors = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  LatencyStats ttft, itl, e2e;
+  std::vector<std::string> first_errors;  // up to 5
+};
+
+// Sends every shape over HTTP as a streaming completion (ignore_eos, exact max_tokens).
+Result<BenchReport> run_http(const LoadConfig& config, const std::vector<RequestShape>& shapes);
+// The same workload through an EngineService in this process, no HTTP: the baseline.
+Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
+                                   const std::vector<RequestShape>& shapes);
+
+BenchReport summarize(const std::vector<RequestResult>& results, double duration_s);
+LatencyStats latency_stats(std::vector<double> seconds);
+boost::json::object report_json(const BenchReport& report);
+std::string report_text(const BenchReport& report);
+
+}  // namespace koi::serve

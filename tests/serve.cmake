@@ -1,0 +1,19 @@
+# End-to-end tests of `koi serve` on stories260K: curl, a table of bad requests, the official
+# openai npm client, a real Prometheus scraping /metrics, and 256 concurrent streams.
+set(KOI_SERVE_TEST ${CMAKE_CURRENT_LIST_DIR}/serve_test.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+set(KOI_SERVE_NPM_TEST ${CMAKE_CURRENT_LIST_DIR}/serve_npm.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+add_test(NAME serve_curl COMMAND bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_curl.sh)
+add_test(NAME serve_bad_requests COMMAND bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_bad_requests.mjs
+         --api-key secret --max-body-bytes 65536 --io-timeout 1 --max-waiting 4)
+add_test(NAME serve_openai_client COMMAND bash ${KOI_SERVE_NPM_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_openai.mjs
+         --api-key secret)
+add_test(NAME serve_prometheus COMMAND bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_prometheus.sh)
+add_test(NAME serve_256_streams COMMAND bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_concurrency.mjs)
+set_tests_properties(serve_curl serve_bad_requests serve_openai_client serve_prometheus serve_256_streams
+  PROPERTIES LABELS integration TIMEOUT 120)
+add_test(NAME serve_sigterm_finishes_streams COMMAND bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_shutdown.sh)
+add_test(NAME serve_sigterm_cancels_at_deadline
+         COMMAND env EXPECT_FINISH=abort bash ${KOI_SERVE_TEST} ${CMAKE_CURRENT_LIST_DIR}/serve_shutdown.sh
+         --shutdown-timeout 0.3)
+set_tests_properties(serve_sigterm_finishes_streams serve_sigterm_cancels_at_deadline
+  PROPERTIES LABELS integration TIMEOUT 120)
