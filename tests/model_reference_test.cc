@@ -161,9 +161,11 @@ TEST_P(PerModel, GgufAtEachTypeMatchesPyTorch) {
     auto loaded = load_gguf_weights(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
     Error err = worst_error(std::move(*loaded), ref);
-    if (type == DType::kF32) EXPECT_LT(err.max_rel, kF32Tolerance);
-    if (type == DType::kQ8_0) EXPECT_LT(err.rms_rel, kQ8RmsTolerance);
-    if (type == DType::kQ4_0) EXPECT_LT(err.rms_rel, kQ4RmsTolerance);
+    if (type == DType::kF32) {
+      EXPECT_LT(err.max_rel, kF32Tolerance);
+    } else {
+      EXPECT_LT(err.rms_rel, type == DType::kQ8_0 ? kQ8RmsTolerance : kQ4RmsTolerance);
+    }
     std::printf("%s gguf %s: max relative error %.3g, rms relative error %.3g\n", GetParam(),
                 std::string(dtype_name(type)).c_str(), err.max_rel, err.rms_rel);
   }
