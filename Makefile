@@ -46,6 +46,7 @@ check-tsan: test-deps
 	cd build-tsan && ctest -L unit --output-on-failure -j $(JOBS)
 
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target benchmarks
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz
