@@ -1,0 +1,219 @@
+#include "gateway/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/url/parse.hpp>
+#include <set>
+
+#include "base/file.h"
+
+namespace koi::gateway {
+
+Result<Priority> parse_priority(std::string_view name) {
+  if (name == "high") return Priority::kHigh;
+  if (name == "normal") return Priority::kNormal;
+  if (name == "low") return Priority::kLow;
+  return Status::invalid_argument("priority '" + std::string(name) + "' is unknown; use high, normal or low");
+}
+
+std::string_view priority_name(Priority p) {
+  switch (p) {
+    case Priority::kHigh: return "high";
+    case Priority::kNormal: return "normal";
+    case Priority::kLow: return "low";
+  }
+  return "?";
+}
+
+Status parse_replica_url(std::string_view url, std::string* host, std::string* port) {
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u || u->scheme() != "http" || u->host().empty() || !u->has_port() || (u->path() != "" && u->path() != "/")) {
+    return Status::invalid_argument("replica URL '" + std::string(url) + "' must read http://HOST:PORT");
+  }
+  *host = u->host();
+  *port = u->port();
+  return ok_status();
+}
+
+namespace {
+
+// Reads one YAML document field by field; the first error wins and names its path.
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+  Status status() const { return status_; }
+  void fail(const std::string& path, const std::string& msg) {
+    if (status_.ok()) status_ = Status::invalid_argument(origin_ + ": " + path + ": " + msg);
+  }
+  template <typename T>
+  void get(const YAML::Node& node, const char* key, const std::string& path, T* out) {
+    const YAML::Node v = node[key];
+    if (!v) return;
+    try {
+      *out = v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(path + key, "has the wrong type");
+    }
+  }
+  template <typename T>
+  void get_min(const YAML::Node& node, const char* key, const std::string& path, T* out, T min) {
+    get(node, key, path, out);
+    if (*out < min) fail(path + key, fmt::format("must be >= {}", min));
+  }
+  bool is_list(const YAML::Node& node, const std::string& path) {
+    if (node && !node.IsSequence()) fail(path, "must be a list");
+    return node && node.IsSequence();
+  }
+
+ private:
+  std::string origin_;
+  Status status_;
+};
+
+void split_listen(Reader& r, const std::string& path, const std::string& text, std::string* host, int* port) {
+  const size_t colon = text.rfind(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    *host = text.substr(0, colon);
+    *port = std::stoi(text.substr(colon + 1));
+    if (*port < 0 || *port > 65535) throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    r.fail(path, "must read HOST:PORT (port 0 picks a free one), got '" + text + "'");
+  }
+}
+
+void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
+  const YAML::Node models = root["models"];
+  if (!r.is_list(models, "models")) return;
+  std::set<std::string> names;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string p = "models[" + std::to_string(i) + "].";
+    ModelConfig m;
+    r.get(models[i], "name", p, &m.name);
+    if (m.name.empty()) r.fail(p + "name", "is required");
+    if (!names.insert(m.name).second) r.fail(p + "name", "'" + m.name + "' appears twice");
+    if (const YAML::Node price = models[i]["price"]) {
+      r.get_min(price, "prompt_per_1k", p + "price.", &m.prompt_price_per_1k, 0.0);
+      r.get_min(price, "completion_per_1k", p + "price.", &m.completion_price_per_1k, 0.0);
+    }
+    const YAML::Node versions = models[i]["versions"];
+    if (!versions || !r.is_list(versions, p + "versions") || versions.size() == 0) {
+      r.fail(p + "versions", "needs at least one version with replicas");
+      continue;
+    }
+    for (size_t j = 0; j < versions.size(); ++j) {
+      const std::string vp = p + "versions[" + std::to_string(j) + "].";
+      VersionConfig v;
+      r.get(versions[j], "name", vp, &v.name);
+      if (v.name.empty()) r.fail(vp + "name", "is required");
+      v.weight = versions.size() == 1 ? 100 : 0;
+      r.get_min(versions[j], "weight", vp, &v.weight, 0.0);
+      r.get(versions[j], "replicas", vp, &v.replicas);
+      for (const std::string& url : v.replicas) {
+        std::string host, port;
+        if (Status s = parse_replica_url(url, &host, &port); !s.ok()) r.fail(vp + "replicas", s.message());
+      }
+      m.versions.push_back(std::move(v));
+    }
+    c->models.push_back(std::move(m));
+  }
+}
+
+void read_tenants(Reader& r, const YAML::Node& root, GatewayConfig* c) {
+  const YAML::Node tenants = root["tenants"];
+  if (!r.is_list(tenants, "tenants")) return;
+  std::set<std::string> names, key_ids;
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const std::string p = "tenants[" + std::to_string(i) + "].";
+    TenantConfig t;
+    r.get(tenants[i], "name", p, &t.name);
+    if (t.name.empty()) r.fail(p + "name", "is required");
+    if (!names.insert(t.name).second) r.fail(p + "name", "'" + t.name + "' appears twice");
+    r.get_min(tenants[i], "rpm", p, &t.rpm, 0.0);
+    r.get_min(tenants[i], "tpm", p, &t.tpm, 0.0);
+    r.get_min(tenants[i], "max_concurrency", p, &t.max_concurrency, 0);
+    std::string priority = "normal";
+    r.get(tenants[i], "priority", p, &priority);
+    if (auto pr = parse_priority(priority); pr.ok()) t.priority = *pr; else r.fail(p + "priority", pr.status().message());
+    r.get(tenants[i], "models", p, &t.models);
+    const YAML::Node keys = tenants[i]["keys"];
+    if (r.is_list(keys, p + "keys")) {
+      for (size_t j = 0; j < keys.size(); ++j) {
+        const std::string kp = p + "keys[" + std::to_string(j) + "].";
+        KeyRecord k{.id = "", .tenant = t.name, .hash = ""};
+        r.get(keys[j], "id", kp, &k.id);
+        r.get(keys[j], "hash", kp, &k.hash);
+        if (Status s = validate_key_hash(k.hash); !s.ok()) r.fail(kp + "hash", s.message());
+        if (k.id.empty() || !key_ids.insert(k.id).second) r.fail(kp + "id", "must be present and unique");
+        t.keys.push_back(std::move(k));
+      }
+    }
+    c->tenants.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
+Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(std::string(origin) + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap()) return Status::invalid_argument(std::string(origin) + ": must be a YAML mapping (listen:, models:, tenants:, ...)");
+  Reader r{std::string(origin)};
+  GatewayConfig c;
+  std::string listen = c.host + ":" + std::to_string(c.port);
+  r.get(root, "listen", "", &listen);
+  split_listen(r, "listen", listen, &c.host, &c.port);
+  if (const YAML::Node admin = root["admin"]) {
+    std::string admin_listen = c.admin_host + ":" + std::to_string(c.admin_port);
+    r.get(admin, "listen", "admin.", &admin_listen);
+    split_listen(r, "admin.listen", admin_listen, &c.admin_host, &c.admin_port);
+    r.get(admin, "key", "admin.", &c.admin_key);
+    if (c.admin_key.size() < 16) r.fail("admin.key", "must be at least 16 characters");
+  }
+  r.get(root, "store", "", &c.store);
+  if (const YAML::Node routing = root["routing"]) {
+    std::string policy = "least_outstanding";
+    r.get(routing, "policy", "routing.", &policy);
+    if (auto p = parse_routing_policy(policy); p.ok()) c.routing = *p; else r.fail("routing.policy", p.status().message());
+    r.get_min(routing, "block_bytes", "routing.", &c.prefix_block_bytes, size_t{1});
+    r.get(routing, "session_header", "routing.", &c.session_header);
+    r.get_min(routing, "cache_threshold", "routing.", &c.kv.cache_threshold, 0.0);
+    r.get_min(routing, "balance_abs", "routing.", &c.kv.balance_abs, int64_t{0});
+    r.get_min(routing, "balance_rel", "routing.", &c.kv.balance_rel, 1.0);
+    r.get_min(routing, "blocks_per_replica", "routing.", &c.kv.blocks_per_replica, size_t{1});
+  }
+  if (const YAML::Node t = root["timeouts"]) {
+    r.get_min(t, "connect_ms", "timeouts.", &c.connect_timeout_ms, int64_t{1});
+    r.get_min(t, "first_byte_ms", "timeouts.", &c.first_byte_timeout_ms, int64_t{1});
+    r.get_min(t, "idle_ms", "timeouts.", &c.idle_timeout_ms, int64_t{1});
+  }
+  if (const YAML::Node h = root["health"]) {
+    r.get_min(h, "interval_ms", "health.", &c.health_interval_ms, int64_t{10});
+    r.get_min(h, "timeout_ms", "health.", &c.health_timeout_ms, int64_t{1});
+  }
+  if (const YAML::Node b = root["breaker"]) {
+    r.get_min(b, "failures", "breaker.", &c.breaker_failures, 1);
+    r.get_min(b, "open_ms", "breaker.", &c.breaker_open_ms, int64_t{1});
+  }
+  r.get_min(root, "max_attempts", "", &c.max_attempts, 1);
+  if (const YAML::Node l = root["limits"]) {
+    r.get_min(l, "max_in_flight", "limits.", &c.max_in_flight, 1);
+    r.get_min(l, "burst_seconds", "limits.", &c.burst_seconds, 0.0);
+  }
+  read_models(r, root, &c);
+  read_tenants(r, root, &c);
+  KOI_RETURN_IF_ERROR(r.status());
+  return c;
+}
+
+Result<GatewayConfig> load_config(const std::string& path) {
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_config(text, path);
+}
+
+}  // namespace koi::gateway

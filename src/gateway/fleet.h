@@ -1,0 +1,124 @@
+// Fleet: the gateway's live state — models with their versions (traffic weights, replicas
+// with breakers and in-flight counts), tenants with their token buckets and concurrency, the
+// key ring and the router — and the decisions made on it: authenticate, admit, pick a replica,
+// account the outcome. The admin API changes it at run time; requests in flight keep the
+// replica they picked (shared_ptr), so a change never drops a connection.
+// Thread-safe: one mutex guards everything; no call blocks or does I/O. Time comes from the
+// injected Clock and version picks from a seeded Rng, so tests are exact.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status.h"
+#include "gateway/api_keys.h"
+#include "gateway/circuit_breaker.h"
+#include "gateway/config.h"
+#include "gateway/metrics.h"
+#include "gateway/router.h"
+#include "gateway/token_bucket.h"
+
+namespace koi::gateway {
+
+struct Replica {
+  std::string url, host, port;  // host: the IPv4 address the URL resolved to when added
+  CircuitBreaker breaker;
+  int64_t outstanding = 0;
+};
+
+struct ReplicaPick {
+  std::shared_ptr<Replica> replica;
+  std::string model, version;
+  size_t matched_blocks = 0;
+};
+
+struct Admission {
+  int status = 200;          // 200, or 403 / 404 / 429 to send to the client
+  std::string message;
+  std::string limit;         // for a 429: rpm, tpm, concurrency or overload
+  int64_t retry_after_s = 0;
+};
+
+// How an attempt on a replica ended, for its breaker and its version's statistics.
+enum class Outcome { kOk, kReplicaError, kNeutral };
+
+struct VersionStats {
+  int64_t requests = 0, errors = 0;
+  double latency_sum_s = 0;
+};
+
+class Fleet {
+ public:
+  Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed);
+
+  std::optional<KeyRecord> authenticate(std::string_view presented) const;
+  void put_key(KeyRecord key);
+  bool revoke_key(const std::string& id);
+
+  // Checks the tenant's model list, concurrency cap, the priority's share of the gateway and
+  // the RPM and TPM buckets (charging 1 request and `estimated_tokens`). After a 200 the
+  // caller must call finish() exactly once.
+  Admission admit(const std::string& tenant, const std::string& model, int64_t estimated_tokens);
+  // Releases the concurrency slot and corrects the TPM charge to the real token count.
+  void finish(const std::string& tenant, int64_t estimated_tokens, int64_t actual_tokens);
+
+  // Picks a version by weight among those with a replica that is allowed (breaker) and not in
+  // `exclude`, then a replica by the routing policy; counts it as outstanding.
+  std::optional<ReplicaPick> pick(const std::string& model, const RouteInput& input,
+                                  const std::vector<std::string>& exclude);
+  void report(const ReplicaPick& pick, Outcome outcome, double latency_s);
+
+  struct Endpoint { std::string url, host, port; };
+  std::vector<Endpoint> endpoints() const;
+  void health_result(const std::string& url, bool ok);
+  BreakerState breaker_state(const std::string& url) const;
+
+  Status add_replica(const std::string& model, const std::string& version, const std::string& url);
+  Status remove_replica(const std::string& model, const std::string& version, const std::string& url);
+  Status set_weights(const std::string& model, const std::map<std::string, double>& weights);
+  Status upsert_tenant(const TenantConfig& tenant);
+  std::vector<std::string> models_for(const std::string& tenant) const;
+  const ModelConfig* price_of(const std::string& model) const;
+  std::string state_json() const;
+  std::string stats_json() const;
+  // Sets the breaker-state and outstanding gauges.
+  void export_gauges(Metrics& metrics) const;
+
+ private:
+  struct Version {
+    std::string name;
+    double weight = 0;
+    std::vector<std::shared_ptr<Replica>> replicas;
+    VersionStats stats;
+  };
+  struct Model {
+    ModelConfig config;  // versions here are the initial ones; `versions` is the live list
+    std::vector<Version> versions;
+  };
+  struct Tenant {
+    TenantConfig config;
+    TokenBucket rpm, tpm;
+    int in_flight = 0;
+  };
+  Version* find_version(const std::string& model, const std::string& version);
+  std::shared_ptr<Replica> make_replica(const std::string& url, const std::string& host, const std::string& port) const;
+  Tenant make_tenant(const TenantConfig& t) const;
+
+  const GatewayConfig config_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  Rng rng_;
+  Router router_;
+  KeyRing keys_;
+  std::map<std::string, Model> models_;
+  std::map<std::string, Tenant> tenants_;
+  int in_flight_ = 0;
+};
+
+}  // namespace koi::gateway

@@ -1,0 +1,132 @@
+// API keys, the SQLite ledger and its batching writer, and the usage report.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "base/file.h"
+#include "gateway/api_keys.h"
+#include "gateway/usage_report.h"
+#include "gateway/usage_store.h"
+
+namespace koi::gateway {
+namespace {
+
+TEST(ApiKeys, IssuedKeyVerifiesAndWrongOrMalformedKeysDoNot) {
+  IssuedKey k = issue_key("acme");
+  ASSERT_TRUE(validate_key_hash(k.record.hash).ok());
+  EXPECT_EQ(k.key.find(k.record.id), 4u);
+  EXPECT_EQ(k.record.hash.find(k.key.substr(13)), std::string::npos);  // the secret is not stored
+  KeyRing ring;
+  ring.put(k.record);
+  ASSERT_TRUE(ring.verify(k.key).has_value());
+  EXPECT_EQ(ring.verify(k.key)->tenant, "acme");
+  std::string wrong = k.key;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  EXPECT_FALSE(ring.verify(wrong).has_value());
+  EXPECT_FALSE(ring.verify("koi-short").has_value());
+  EXPECT_FALSE(ring.verify("").has_value());
+  EXPECT_TRUE(ring.revoke(k.record.id));
+  EXPECT_FALSE(ring.verify(k.key).has_value());
+}
+
+TEST(ApiKeys, HashIsSaltedSha256) {
+  // sha256("00112233445566778899aabbccddeeff" "secret"), computed with sha256sum.
+  EXPECT_EQ(hash_secret("00112233445566778899aabbccddeeff", "secret"),
+            "sha256:00112233445566778899aabbccddeeff:"
+            "a646118b31dc9839381df254dd210eedac8fb69a7207c3946ed58a9d8d0320a0");
+}
+
+UsageRecord record(std::string id, std::string tenant, int64_t prompt, int64_t completion, int64_t start_ms, int status = 200) {
+  UsageRecord r;
+  r.request_id = std::move(id), r.tenant = std::move(tenant), r.key_id = "k1", r.model = "m", r.version = "v1";
+  r.replica = "http://127.0.0.1:1", r.prompt_tokens = prompt, r.completion_tokens = completion, r.status = status;
+  r.start_unix_ms = start_ms, r.ttft_ms = 1.5, r.latency_ms = 2.5;
+  return r;
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = *make_temp_dir("koi-ledger"); }
+  void TearDown() override { remove_all(dir_); }
+  std::string path() const { return path_join(dir_, "ledger.db"); }
+  std::string dir_;
+};
+
+TEST_F(SqliteStoreTest, AppendIsIdempotentByRequestIdAndQueriesFilter) {
+  auto store = open_store("sqlite:" + path());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::vector<UsageRecord> batch{record("r1", "acme", 10, 5, 1000), record("r2", "beta", 7, 3, 2000)};
+  ASSERT_TRUE((*store)->append(batch).ok());
+  ASSERT_TRUE((*store)->append(batch).ok());  // a retried batch: no duplicates
+  auto all = (*store)->query("", 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].request_id, "r1");
+  EXPECT_EQ((*all)[0].completion_tokens, 5);
+  EXPECT_DOUBLE_EQ((*all)[0].ttft_ms, 1.5);
+  EXPECT_EQ((*store)->query("beta", 0)->size(), 1u);
+  EXPECT_EQ((*store)->query("", 1500)->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, RecordsAndKeysSurviveReopening) {
+  {
+    auto store = open_store(path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->append(std::vector<UsageRecord>{record("r1", "acme", 1, 2, 3)}).ok());
+    ASSERT_TRUE((*store)->put_key({"aa", "acme", "sha256:x"}).ok());
+    ASSERT_TRUE((*store)->revoke_key("bb").ok());
+  }
+  auto store = open_store(path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->query("acme", 0)->size(), 1u);
+  auto keys = (*store)->load_keys();
+  ASSERT_TRUE(keys.ok());
+  ASSERT_EQ(keys->size(), 2u);
+  EXPECT_EQ((*keys)[0].record.tenant, "acme");
+  EXPECT_FALSE((*keys)[0].revoked);
+  EXPECT_TRUE((*keys)[1].revoked);
+}
+
+TEST_F(SqliteStoreTest, OpenFailureNamesThePath) {
+  auto store = open_store("/nonexistent-dir/ledger.db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message(),
+            "usage ledger /nonexistent-dir/ledger.db: cannot open: unable to open database file; check that the "
+            "directory exists and is writable");
+}
+
+TEST_F(SqliteStoreTest, LedgerCommitsEveryRecordOnceAndCallsBack) {
+  std::atomic<int> done{0};
+  {
+    Ledger ledger(std::move(open_store(path()).value()));
+    for (int i = 0; i < 500; ++i) {
+      ledger.submit(record("r" + std::to_string(i % 400), "acme", 1, 1, i), [&](const Status& s) { done += s.ok(); });
+    }
+  }  // the destructor drains the queue
+  EXPECT_EQ(done.load(), 500);
+  EXPECT_EQ((*open_store(path()))->query("", 0)->size(), 400u);
+}
+
+TEST(UsageReport, SumsPerTenantModelVersionAndPrices) {
+  ModelConfig m;
+  m.name = "m", m.prompt_price_per_1k = 1.0, m.completion_price_per_1k = 2.0;
+  auto rows = summarize_usage({record("a", "acme", 1000, 500, 0), record("b", "acme", 500, 0, 0, 429)}, {m});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].requests, 2);
+  EXPECT_EQ(rows[0].errors, 1);
+  EXPECT_EQ(rows[0].prompt_tokens, 1500);
+  EXPECT_DOUBLE_EQ(rows[0].cost, 1.5 + 1.0);
+  EXPECT_NE(format_usage(rows).find("total"), std::string::npos);
+}
+
+TEST(UsageReport, ParseSince) {
+  EXPECT_EQ(*parse_since("2026-01-02", 0), 1767312000000);
+  EXPECT_EQ(*parse_since("2026-01-02T00:00:10", 0), 1767312010000);
+  EXPECT_EQ(*parse_since("2h", 10000000), 10000000 - 7200000);
+  EXPECT_EQ(*parse_since("12345", 0), 12345);
+  EXPECT_EQ(parse_since("yesterday", 0).status().message(),
+            "--since 'yesterday' is not a date (2026-11-29, 2026-11-29T10:00:00), a duration (90s, 15m, 2h, 7d) or Unix ms");
+}
+
+}  // namespace
+}  // namespace koi::gateway

@@ -1,0 +1,93 @@
+// UsageStore: the metering ledger, one row per request keyed by the request id, and the API
+// keys issued at run time. Two implementations behind this one interface:
+//   SQLite (the embedded default; "sqlite:PATH" or a plain path): WAL journal,
+//     synchronous=NORMAL, so a committed transaction survives a crash of the gateway process
+//     (not a power loss of the machine; use PostgreSQL for that);
+//   PostgreSQL ("postgres://..." or "postgresql://..."), through libpq.
+// append() inserts a batch in one transaction and skips a request id that is already stored
+// (INSERT ... ON CONFLICT DO NOTHING), so retrying a batch never duplicates a record.
+// Each store serializes its own calls with a mutex; errors name the store and the operation.
+//
+// Ledger: the batching writer in front of a store. submit() queues a record; one writer
+// thread commits whatever has queued up in one transaction (group commit) and then calls each
+// record's callback with the result. The gateway sends the end of a response only after that
+// callback, so a request the client saw complete has a durable record (see docs/gateway.md).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "gateway/api_keys.h"
+
+namespace koi::gateway {
+
+struct UsageRecord {
+  std::string request_id;
+  std::string tenant;
+  std::string key_id;
+  std::string model;
+  std::string version;
+  std::string replica;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+  int status = 0;  // the HTTP status the client got (499: the client went away)
+  bool stream = false;
+  int64_t start_unix_ms = 0;
+  double ttft_ms = 0;
+  double latency_ms = 0;
+};
+
+struct StoredKey {
+  KeyRecord record;
+  bool revoked = false;
+};
+
+class UsageStore {
+ public:
+  virtual ~UsageStore() = default;
+  virtual Status append(std::span<const UsageRecord> records) = 0;
+  // Records of `tenant` ("" for all) that started at or after `since_unix_ms`, oldest first.
+  virtual Result<std::vector<UsageRecord>> query(const std::string& tenant, int64_t since_unix_ms) = 0;
+  virtual Status put_key(const KeyRecord& key) = 0;
+  // Marks a key revoked (also a key that came from the config file, by id).
+  virtual Status revoke_key(const std::string& id) = 0;
+  virtual Result<std::vector<StoredKey>> load_keys() = 0;
+};
+
+Result<std::unique_ptr<UsageStore>> open_sqlite_store(const std::string& path);
+Result<std::unique_ptr<UsageStore>> open_postgres_store(const std::string& conninfo);
+// Dispatches on the spec: postgres:// or postgresql:// URLs, else "sqlite:PATH" or a path.
+Result<std::unique_ptr<UsageStore>> open_store(const std::string& spec);
+
+class Ledger {
+ public:
+  using Done = std::function<void(const Status&)>;
+  explicit Ledger(std::unique_ptr<UsageStore> store);
+  ~Ledger();  // commits what is queued, then stops the writer
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // Thread-safe. `done` runs on the writer thread after the record's transaction.
+  void submit(UsageRecord record, Done done);
+  UsageStore& store() { return *store_; }
+
+ private:
+  void run();
+  std::unique_ptr<UsageStore> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<UsageRecord, Done>> queue_;  // guarded by mu_
+  bool stopping_ = false;                            // guarded by mu_
+  std::thread writer_;
+};
+
+}  // namespace koi::gateway
