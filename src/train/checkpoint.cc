@@ -1,0 +1,180 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "base/file.h"
+#include "model/loader.h"
+#include "model/safetensors.h"
+
+namespace koi::train {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr char kPrefix[] = "ckpt-";
+constexpr char kMarker[] = "COMPLETE";
+
+Status fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Status::io_error(dir + ": cannot open directory to sync it");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  return rc == 0 ? ok_status() : Status::io_error(dir + ": fsync failed");
+}
+
+// Complete checkpoints of run_dir, oldest first.
+std::vector<std::string> complete_checkpoints(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && file_exists(path_join(entry.path().string(), kMarker))) {
+      out.push_back(entry.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
+  return out;
+}
+
+}  // namespace
+
+std::string hf_config_json(const model::ModelConfig& c) {
+  json::object o;
+  o["architectures"] = json::array{"LlamaForCausalLM"};
+  o["model_type"] = "llama";
+  o["hidden_size"] = c.dim;
+  o["num_hidden_layers"] = c.n_layers;
+  o["num_attention_heads"] = c.n_heads;
+  o["num_key_value_heads"] = c.n_kv_heads;
+  o["head_dim"] = c.head_dim;
+  o["intermediate_size"] = c.ffn_dim;
+  o["vocab_size"] = c.n_vocab;
+  o["max_position_embeddings"] = c.max_seq_len;
+  o["rms_norm_eps"] = c.norm_eps;
+  o["rope_theta"] = c.rope_theta;
+  o["attention_bias"] = c.qkv_bias;
+  o["tie_word_embeddings"] = c.tied_embeddings;
+  o["torch_dtype"] = "float32";
+  return json::serialize(o);
+}
+
+Status write_params(const std::string& path, const std::vector<ParamTensor>& layout, const std::vector<float>& data,
+                    const std::string& prefix) {
+  std::vector<model::SafetensorsWriteTensor> tensors;
+  for (const ParamTensor& t : layout) tensors.push_back({prefix + t.name, DType::kF32, t.shape, data.data() + t.offset});
+  return model::write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+Status read_params(const std::string& path, const std::vector<ParamTensor>& layout, std::vector<float>* data,
+                   const std::string& prefix) {
+  KOI_ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::open(path));
+  for (const ParamTensor& t : layout) {
+    const model::SafetensorsTensor* st = file.find(prefix + t.name);
+    if (st == nullptr) return Status::corrupt(path + ": tensor " + prefix + t.name + " is missing");
+    if (st->view.type != DType::kF32 || st->view.num_elements() != t.size) {
+      return Status::corrupt(path + ": tensor " + prefix + t.name + " is not f32 of " + std::to_string(t.size) +
+                             " values; the checkpoint does not match the model config");
+    }
+    std::copy_n(st->view.f32(), t.size, data->data() + t.offset);
+  }
+  return ok_status();
+}
+
+Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState& state, const LlamaTrain& model,
+                                    AdamW& optimizer) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%s%08lld", kPrefix, static_cast<long long>(state.step));
+  const std::string final_dir = path_join(run_dir, name);
+  const std::string tmp = path_join(run_dir, "." + std::string(name) + ".tmp");
+  remove_all(tmp);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) return Status::io_error(tmp + ": cannot create the checkpoint directory: " + ec.message());
+
+  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "config.json"), hf_config_json(model.config())));
+  KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "model.safetensors"), model.layout(), model.params()));
+  // m and v in one file: the layout twice, "m." names over optimizer.m(), "v." over v().
+  const int64_t total = static_cast<int64_t>(optimizer.m().size());
+  std::vector<ParamTensor> moments;
+  for (const ParamTensor& t : model.layout()) moments.push_back({"m." + t.name, t.shape, t.offset, t.size, false});
+  for (const ParamTensor& t : model.layout()) moments.push_back({"v." + t.name, t.shape, total + t.offset, t.size, false});
+  std::vector<float> mv(optimizer.m());
+  mv.insert(mv.end(), optimizer.v().begin(), optimizer.v().end());
+  KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "optimizer.safetensors"), moments, mv));
+
+  json::object s;
+  s["step"] = state.step;
+  s["adam_steps"] = optimizer.steps();
+  s["loader_position"] = state.loader_position;
+  json::array chars;
+  for (const std::string& ch : state.chars) chars.emplace_back(ch);
+  s["chars"] = std::move(chars);
+  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "state.json"), json::serialize(s)));
+  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kMarker), "ok\n"));
+
+  remove_all(final_dir);  // a step saved twice (resume after a crash at that very step)
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return Status::io_error(final_dir + ": cannot move the checkpoint into place: " + ec.message());
+  KOI_RETURN_IF_ERROR(fsync_dir(run_dir));
+  return final_dir;
+}
+
+Result<std::string> latest_checkpoint(const std::string& run_dir) {
+  std::vector<std::string> all = complete_checkpoints(run_dir);
+  if (all.empty()) return Status::not_found(run_dir + ": no complete checkpoint (ckpt-*/COMPLETE) to resume from");
+  return all.back();
+}
+
+Result<model::ModelConfig> read_checkpoint_config(const std::string& dir) {
+  const std::string path = path_join(dir, "config.json");
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return model::parse_hf_config(text, path);
+}
+
+Result<TrainState> read_checkpoint_state(const std::string& dir) {
+  const std::string path = path_join(dir, "state.json");
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  const json::object* o = ec ? nullptr : v.if_object();
+  if (o == nullptr || !o->contains("step") || !o->contains("loader_position") || !o->contains("chars")) {
+    return Status::corrupt(path + ": not a Koi training state (needs step, loader_position, chars)");
+  }
+  TrainState s;
+  try {
+    s.step = json::value_to<int64_t>(o->at("step"));
+    s.loader_position = json::value_to<uint64_t>(o->at("loader_position"));
+    s.chars = json::value_to<std::vector<std::string>>(o->at("chars"));
+  } catch (const std::exception& e) {
+    return Status::corrupt(path + ": bad field: " + e.what());
+  }
+  return s;
+}
+
+Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer) {
+  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "model.safetensors"), model->layout(), &model->params()));
+  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), model->layout(), &optimizer->m(), "m."));
+  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), model->layout(), &optimizer->v(), "v."));
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path_join(dir, "state.json")));
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  const json::value* steps = ec || !v.is_object() ? nullptr : v.as_object().if_contains("adam_steps");
+  if (steps == nullptr || !steps->is_int64()) return Status::corrupt(path_join(dir, "state.json") + ": missing adam_steps");
+  optimizer->set_steps(steps->as_int64());
+  return ok_status();
+}
+
+void prune_checkpoints(const std::string& run_dir, int keep) {
+  if (keep <= 0) return;
+  std::vector<std::string> all = complete_checkpoints(run_dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) remove_all(all[i]);
+}
+
+}  // namespace koi::train

@@ -1,0 +1,104 @@
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "base/file.h"
+#include "model/loader.h"
+
+namespace koi::train {
+namespace {
+
+model::ModelConfig small_config() {
+  model::ModelConfig c;
+  c.dim = 16, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 8, c.ffn_dim = 24, c.n_vocab = 20;
+  c.max_seq_len = 8, c.qkv_bias = true, c.rope_style = kernels::RopeStyle::kNeox;
+  return c;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = *make_temp_dir("koi-ckpt"); }
+  void TearDown() override { remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(CheckpointTest, SaveLoadRoundTripsWeightsOptimizerAndState) {
+  ThreadPool pool(1);
+  auto m = LlamaTrain::create(small_config(), &pool);
+  ASSERT_TRUE(m.ok());
+  m->init_random(3);
+  AdamW opt({}, static_cast<int64_t>(m->params().size()));
+  for (size_t i = 0; i < m->grads().size(); ++i) m->grads()[i] = 0.001f * static_cast<float>(i % 7);
+  opt.step(m->params(), m->grads(), m->layout(), 1e-3f);
+  TrainState state{.step = 7, .loader_position = 21, .chars = {"\n", " ", "a"}};
+  auto path = save_checkpoint(dir_, state, *m, opt);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_EQ(*path, path_join(dir_, "ckpt-00000007"));
+  EXPECT_TRUE(file_exists(path_join(*path, "COMPLETE")));
+
+  auto latest = latest_checkpoint(dir_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, *path);
+  auto config = read_checkpoint_config(*path);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->ffn_dim, 24);
+  EXPECT_TRUE(config->qkv_bias);
+  auto read_state = read_checkpoint_state(*path);
+  ASSERT_TRUE(read_state.ok());
+  EXPECT_EQ(read_state->step, 7);
+  EXPECT_EQ(read_state->loader_position, 21u);
+  EXPECT_EQ(read_state->chars, state.chars);
+
+  auto m2 = LlamaTrain::create(*config, &pool);
+  ASSERT_TRUE(m2.ok());
+  AdamW opt2({}, static_cast<int64_t>(m2->params().size()));
+  ASSERT_TRUE(load_checkpoint(*path, &*m2, &opt2).ok());
+  EXPECT_EQ(m2->params(), m->params());
+  EXPECT_EQ(opt2.m(), opt.m());
+  EXPECT_EQ(opt2.v(), opt.v());
+  EXPECT_EQ(opt2.steps(), 1);
+
+  // The directory is also a Hugging Face model directory.
+  auto hf = model::load_hf_weights(*path);
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  EXPECT_EQ(hf->weights.layers[0].bk.f32()[0], m->params()[m->layout()[6].offset]);
+}
+
+TEST_F(CheckpointTest, OnlyCompleteCheckpointsCountAndPruneKeepsTheNewest) {
+  ThreadPool pool(1);
+  auto m = LlamaTrain::create(small_config(), &pool);
+  ASSERT_TRUE(m.ok());
+  AdamW opt({}, static_cast<int64_t>(m->params().size()));
+  EXPECT_EQ(latest_checkpoint(dir_).status().message(),
+            dir_ + ": no complete checkpoint (ckpt-*/COMPLETE) to resume from");
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(save_checkpoint(dir_, {.step = step}, *m, opt).ok());
+  // A crash before the marker: the newest directory does not count.
+  std::filesystem::create_directories(path_join(dir_, "ckpt-00000040"));
+  EXPECT_EQ(*latest_checkpoint(dir_), path_join(dir_, "ckpt-00000030"));
+  prune_checkpoints(dir_, 2);
+  EXPECT_FALSE(file_exists(path_join(dir_, "ckpt-00000010")));
+  EXPECT_TRUE(file_exists(path_join(dir_, "ckpt-00000020/COMPLETE")));
+  EXPECT_TRUE(file_exists(path_join(dir_, "ckpt-00000030/COMPLETE")));
+}
+
+TEST_F(CheckpointTest, MismatchedConfigNamesTheTensor) {
+  ThreadPool pool(1);
+  auto m = LlamaTrain::create(small_config(), &pool);
+  ASSERT_TRUE(m.ok());
+  AdamW opt({}, static_cast<int64_t>(m->params().size()));
+  auto path = save_checkpoint(dir_, {.step = 1}, *m, opt);
+  ASSERT_TRUE(path.ok());
+  model::ModelConfig other = small_config();
+  other.ffn_dim = 32;
+  auto m2 = LlamaTrain::create(other, &pool);
+  AdamW opt2({}, static_cast<int64_t>(m2->params().size()));
+  Status s = load_checkpoint(*path, &*m2, &opt2);
+  EXPECT_EQ(s.message(), path_join(*path, "model.safetensors") +
+                             ": tensor model.layers.0.mlp.gate_proj.weight is not f32 of 512 values; the checkpoint "
+                             "does not match the model config");
+}
+
+}  // namespace
+}  // namespace koi::train

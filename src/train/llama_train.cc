@@ -1,0 +1,502 @@
+#include "train/llama_train.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/random.h"
+#include "kernels/ops.h"
+#include "tensor/dtype.h"
+
+namespace koi::train {
+namespace {
+
+void ensure(std::vector<float>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+}
+
+void zero(std::vector<float>& buf, int64_t n) {
+  ensure(buf, n);
+  std::fill_n(buf.data(), n, 0.0f);
+}
+
+void add_into(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// a (rows, cols) -> at (cols, rows)
+void transpose(const float* a, float* at, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) at[c * rows + r] = a[r * cols + c];
+  }
+}
+
+// y (N, out) = x (N, in) W^T + b, W (out, in).
+void linear_forward(ThreadPool* pool, float* y, const float* x, const float* w, const float* b, int64_t N, int64_t in,
+                    int64_t out) {
+  kernels::matmul(make_view(DType::kF32, {in, out}, w), x, y, N, pool);
+  if (b != nullptr) {
+    for (int64_t n = 0; n < N; ++n) kernels::axpy(1.0f, b, y + n * out, out);
+  }
+}
+
+// dx (N, in) += dy (N, out) W;  dW (out, in) += dy^T x;  db (out) += sum_n dy.
+// Both products go through kernels::matmul on transposed copies, so the reductions (over
+// `out` for dx, over N for dW) run in the kernel's fixed order on all threads.
+void linear_backward(ThreadPool* pool, std::vector<float>* scratch, float* dx, float* dw, float* db, const float* dy,
+                     const float* x, const float* w, int64_t N, int64_t in, int64_t out) {
+  std::vector<float>& a = scratch[0];
+  std::vector<float>& b = scratch[1];
+  std::vector<float>& c = scratch[2];
+  ensure(a, std::max(in * out, N * in));
+  ensure(b, std::max(N * in, N * out));
+  ensure(c, out * in);
+  if (dx != nullptr) {
+    transpose(w, a.data(), out, in);  // W^T (in, out)
+    kernels::matmul(make_view(DType::kF32, {out, in}, a.data()), dy, b.data(), N, pool);
+    add_into(dx, b.data(), N * in);
+  }
+  transpose(x, a.data(), N, in);    // x^T (in, N)
+  transpose(dy, b.data(), N, out);  // dy^T (out, N)
+  kernels::matmul(make_view(DType::kF32, {N, in}, a.data()), b.data(), c.data(), out, pool);
+  add_into(dw, c.data(), out * in);
+  if (db != nullptr) {
+    for (int64_t n = 0; n < N; ++n) add_into(db, dy + n * out, out);
+  }
+}
+
+// out (N, C) = x * rstd * w per row; rstd (N) is kept for the backward pass.
+void rmsnorm_forward(ThreadPool* pool, float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                     float eps) {
+  pool->parallel_for(N, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float* xr = x + n * C;
+      double ss = 0.0;
+      for (int64_t i = 0; i < C; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(C)) + eps);
+      rstd[n] = r;
+      for (int64_t i = 0; i < C; ++i) out[n * C + i] = xr[i] * r * w[i];
+    }
+  });
+}
+
+// dx += d(out)/dx^T dout;  dw += sum_n dout * x * rstd.
+// With y_i = w_i x_i r and dr/dx_j = -r^3 x_j / C:
+//   dx_j = r w_j dy_j - r^3 / C * x_j * sum_i(dy_i w_i x_i).
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
+                      int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* dy = dout + n * C;
+    const float* xr = x + n * C;
+    const float r = rstd[n];
+    float dot = 0.0f;
+    for (int64_t i = 0; i < C; ++i) dot += dy[i] * w[i] * xr[i];
+    const float k = r * r * r / static_cast<float>(C) * dot;
+    for (int64_t i = 0; i < C; ++i) {
+      dx[n * C + i] += r * w[i] * dy[i] - k * xr[i];
+      dw[i] += dy[i] * xr[i] * r;
+    }
+  }
+}
+
+// Rotates pairs of each head of x (n_heads, D) by the angles of one position; sign -1
+// applies the inverse rotation (the backward pass of a rotation is its transpose).
+void rope_rotate(float* x, int64_t n_heads, int64_t D, const float* cos, const float* sin, kernels::RopeStyle style,
+                 float sign) {
+  const int64_t half = D / 2;
+  for (int64_t head_idx = 0; head_idx < n_heads; ++head_idx) {
+    float* h = x + head_idx * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = style == kernels::RopeStyle::kInterleaved ? 2 * i : i;
+      const int64_t b = style == kernels::RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+      const float x0 = h[a], x1 = h[b], c = cos[i], s = sign * sin[i];
+      h[a] = x0 * c - x1 * s;
+      h[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+float silu(float g) { return g / (1.0f + std::exp(-g)); }
+
+// Lays out the parameter tensors of c in their fixed order; when p is given, points its
+// slots at base + offset.
+std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base, Params* p) {
+  std::vector<ParamTensor> out;
+  int64_t offset = 0;
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, float** slot) {
+    int64_t size = 1;
+    for (int64_t d : shape) size *= d;
+    if (p != nullptr) *slot = base + offset;
+    out.push_back({std::move(name), std::move(shape), offset, size, decay});
+    offset += size;
+  };
+  Params scratch;
+  Params* q = p != nullptr ? p : &scratch;
+  q->layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
+  const int64_t C = c.dim, V = c.n_vocab, F = c.ffn_dim, QD = c.q_dim(), KVD = c.kv_dim();
+  add("model.embed_tokens.weight", {V, C}, true, &q->token_embd);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerParams& L = q->layers[static_cast<size_t>(l)];
+    L.bq = L.bk = L.bv = nullptr;
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    add(pre + "input_layernorm.weight", {C}, false, &L.attn_norm);
+    add(pre + "self_attn.q_proj.weight", {QD, C}, true, &L.wq);
+    add(pre + "self_attn.k_proj.weight", {KVD, C}, true, &L.wk);
+    add(pre + "self_attn.v_proj.weight", {KVD, C}, true, &L.wv);
+    if (c.qkv_bias) {
+      add(pre + "self_attn.q_proj.bias", {QD}, false, &L.bq);
+      add(pre + "self_attn.k_proj.bias", {KVD}, false, &L.bk);
+      add(pre + "self_attn.v_proj.bias", {KVD}, false, &L.bv);
+    }
+    add(pre + "self_attn.o_proj.weight", {C, QD}, true, &L.wo);
+    add(pre + "post_attention_layernorm.weight", {C}, false, &L.ffn_norm);
+    add(pre + "mlp.gate_proj.weight", {F, C}, true, &L.w_gate);
+    add(pre + "mlp.up_proj.weight", {F, C}, true, &L.w_up);
+    add(pre + "mlp.down_proj.weight", {C, F}, true, &L.w_down);
+  }
+  add("model.norm.weight", {C}, false, &q->output_norm);
+  if (c.tied_embeddings) {
+    q->output = q->token_embd;
+  } else {
+    add("lm_head.weight", {V, C}, true, &q->output);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParamTensor> param_layout(const model::ModelConfig& config) {
+  return layout_params(config, nullptr, nullptr);
+}
+
+LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool) : config_(std::move(config)), pool_(pool) {}
+
+Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPool* pool) {
+  KOI_RETURN_IF_ERROR(config.validate());
+  if (config.rope_scaling.enabled || !config.rope_factors.empty()) {
+    return Status::unsupported("training a model with rope scaling is not supported; train without it");
+  }
+  LlamaTrain m(config, pool);
+  m.layout_ = param_layout(config);
+  const int64_t total = m.layout_.back().offset + m.layout_.back().size;
+  m.params_.assign(static_cast<size_t>(total), 0.0f);
+  m.grads_.assign(static_cast<size_t>(total), 0.0f);
+  const std::vector<float> inv_freq = config.rope_inv_freq();
+  const int64_t half = config.head_dim / 2;
+  m.rope_cos_.resize(static_cast<size_t>(config.max_seq_len * half));
+  m.rope_sin_.resize(m.rope_cos_.size());
+  for (int64_t pos = 0; pos < config.max_seq_len; ++pos) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(pos) * inv_freq[static_cast<size_t>(i)];  // as kernels::rope
+      m.rope_cos_[pos * half + i] = std::cos(angle);
+      m.rope_sin_[pos * half + i] = std::sin(angle);
+    }
+  }
+  return m;
+}
+
+Params LlamaTrain::bind(float* base) const {
+  Params p;
+  layout_params(config_, base, &p);
+  return p;
+}
+
+void LlamaTrain::init_random(uint64_t seed) {
+  const float out_proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layers));
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    const ParamTensor& t = layout_[i];
+    float* dst = params_.data() + t.offset;
+    if (t.shape.size() == 1) {
+      const bool is_norm = t.name.find("norm") != std::string::npos;
+      std::fill_n(dst, t.size, is_norm ? 1.0f : 0.0f);
+      continue;
+    }
+    const bool out_proj = t.name.find("o_proj") != std::string::npos || t.name.find("down_proj") != std::string::npos;
+    const float stddev = out_proj ? out_proj_std : 0.02f;
+    Rng rng(seed * 1000003 + i);
+    for (int64_t j = 0; j < t.size; ++j) dst[j] = static_cast<float>(rng.normal()) * stddev;
+  }
+}
+
+Status LlamaTrain::load(const model::ModelWeights& w) {
+  Params p = bind(params_.data());
+  auto copy = [&](const TensorView& src, float* dst, int64_t n, const std::string& what) -> Status {
+    if (src.data == nullptr || src.num_elements() != n) {
+      return Status::invalid_argument("cannot train from these weights: " + what + " is missing or has the wrong size");
+    }
+    for (int64_t r = 0; r < src.num_rows(); ++r) dequantize_row(src.type, src.row(r), dst + r * src.ne[0], src.ne[0]);
+    return ok_status();
+  };
+  const model::ModelConfig& c = config_;
+  const int64_t C = c.dim, V = c.n_vocab, F = c.ffn_dim, QD = c.q_dim(), KVD = c.kv_dim();
+  KOI_RETURN_IF_ERROR(copy(w.token_embd, p.token_embd, V * C, "token_embd"));
+  if (static_cast<int>(w.layers.size()) != c.n_layers) {
+    return Status::invalid_argument("cannot train from these weights: layer count differs from the config");
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerWeights& S = w.layers[static_cast<size_t>(l)];
+    LayerParams& L = p.layers[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    KOI_RETURN_IF_ERROR(copy(S.attn_norm, L.attn_norm, C, b + "attn_norm"));
+    KOI_RETURN_IF_ERROR(copy(S.wq, L.wq, QD * C, b + "attn_q"));
+    KOI_RETURN_IF_ERROR(copy(S.wk, L.wk, KVD * C, b + "attn_k"));
+    KOI_RETURN_IF_ERROR(copy(S.wv, L.wv, KVD * C, b + "attn_v"));
+    KOI_RETURN_IF_ERROR(copy(S.wo, L.wo, C * QD, b + "attn_output"));
+    if (c.qkv_bias) {
+      KOI_RETURN_IF_ERROR(copy(S.bq, L.bq, QD, b + "attn_q.bias"));
+      KOI_RETURN_IF_ERROR(copy(S.bk, L.bk, KVD, b + "attn_k.bias"));
+      KOI_RETURN_IF_ERROR(copy(S.bv, L.bv, KVD, b + "attn_v.bias"));
+    }
+    KOI_RETURN_IF_ERROR(copy(S.ffn_norm, L.ffn_norm, C, b + "ffn_norm"));
+    KOI_RETURN_IF_ERROR(copy(S.w_gate, L.w_gate, F * C, b + "ffn_gate"));
+    KOI_RETURN_IF_ERROR(copy(S.w_up, L.w_up, F * C, b + "ffn_up"));
+    KOI_RETURN_IF_ERROR(copy(S.w_down, L.w_down, C * F, b + "ffn_down"));
+  }
+  KOI_RETURN_IF_ERROR(copy(w.output_norm, p.output_norm, C, "output_norm"));
+  if (!c.tied_embeddings) KOI_RETURN_IF_ERROR(copy(w.output, p.output, V * C, "output"));
+  return ok_status();
+}
+
+model::ModelWeights LlamaTrain::weights_view() const {
+  Params p = bind(const_cast<float*>(params_.data()));
+  const model::ModelConfig& c = config_;
+  const int64_t C = c.dim, V = c.n_vocab, F = c.ffn_dim, QD = c.q_dim(), KVD = c.kv_dim();
+  auto view = [](std::initializer_list<int64_t> ne, const float* data) {
+    return data == nullptr ? TensorView{} : make_view(DType::kF32, ne, data);
+  };
+  model::ModelWeights w;
+  w.token_embd = view({C, V}, p.token_embd);
+  for (const LayerParams& L : p.layers) {
+    model::LayerWeights lw;
+    lw.attn_norm = view({C}, L.attn_norm);
+    lw.wq = view({C, QD}, L.wq);
+    lw.wk = view({C, KVD}, L.wk);
+    lw.wv = view({C, KVD}, L.wv);
+    lw.wo = view({QD, C}, L.wo);
+    lw.bq = view({QD}, L.bq);
+    lw.bk = view({KVD}, L.bk);
+    lw.bv = view({KVD}, L.bv);
+    lw.ffn_norm = view({C}, L.ffn_norm);
+    lw.w_gate = view({C, F}, L.w_gate);
+    lw.w_up = view({C, F}, L.w_up);
+    lw.w_down = view({F, C}, L.w_down);
+    w.layers.push_back(lw);
+  }
+  w.output_norm = view({C}, p.output_norm);
+  w.output = view({C, V}, p.output);
+  return w;
+}
+
+void LlamaTrain::resize_activations(int B, int T) {
+  B_ = B, T_ = T;
+  const model::ModelConfig& c = config_;
+  const int64_t N = int64_t{B} * T, C = c.dim, F = c.ffn_dim;
+  acts_.resize(static_cast<size_t>(c.n_layers));
+  for (LayerActs& a : acts_) {
+    ensure(a.x_in, N * C);
+    ensure(a.rstd1, N);
+    ensure(a.xn1, N * C);
+    ensure(a.q, N * c.q_dim());
+    ensure(a.k, N * c.kv_dim());
+    ensure(a.v, N * c.kv_dim());
+    ensure(a.att, int64_t{B} * c.n_heads * T * T);
+    ensure(a.attn_out, N * c.q_dim());
+    ensure(a.x_mid, N * C);
+    ensure(a.rstd2, N);
+    ensure(a.xn2, N * C);
+    ensure(a.gate, N * F);
+    ensure(a.up, N * F);
+    ensure(a.h, N * F);
+  }
+  ensure(x_out_, N * C);
+  ensure(rstd_f_, N);
+  ensure(xn_f_, N * C);
+  ensure(probs_, N * c.n_vocab);
+  inputs_.resize(static_cast<size_t>(N));
+  targets_.resize(static_cast<size_t>(N));
+}
+
+// attn_out[b, t, h] = sum_{j <= t} softmax_j(q[b,t,h] . k[b,j,kvh] / sqrt(D)) v[b,j,kvh],
+// kvh = h / (H / KV); the probabilities are kept in att (B, H, T, T).
+void LlamaTrain::attention_forward(int layer) {
+  LayerActs& a = acts_[static_cast<size_t>(layer)];
+  const model::ModelConfig& c = config_;
+  const int64_t T = T_, D = c.head_dim, H = c.n_heads, QD = c.q_dim(), KVD = c.kv_dim();
+  const int64_t group = H / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  pool_->parallel_for(int64_t{B_} * H, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / H, h = item % H, kvh = h / group;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* q = a.q.data() + (b * T + t) * QD + h * D;
+        float* p = a.att.data() + ((b * H + h) * T + t) * T;
+        for (int64_t j = 0; j <= t; ++j) p[j] = kernels::dot(q, a.k.data() + (b * T + j) * KVD + kvh * D, D) * scale;
+        kernels::softmax(p, t + 1);
+        std::fill(p + t + 1, p + T, 0.0f);
+        float* out = a.attn_out.data() + (b * T + t) * QD + h * D;
+        std::fill_n(out, D, 0.0f);
+        for (int64_t j = 0; j <= t; ++j) kernels::axpy(p[j], a.v.data() + (b * T + j) * KVD + kvh * D, out, D);
+      }
+    }
+  });
+}
+
+// With p = att[b,h,t,:] and dout = d attn_out[b,t,h]:
+//   dv[j] += p[j] dout;  dp[j] = dout . v[j];  ds[j] = p[j] (dp[j] - sum_i p[i] dp[i]);
+//   dq[t] += scale sum_j ds[j] k[j];  dk[j] += scale ds[j] q[t].
+// One work item per (b, kv head) owns every write to its dk, dv and its heads' dq.
+void LlamaTrain::attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv) {
+  const LayerActs& a = acts_[static_cast<size_t>(layer)];
+  const model::ModelConfig& c = config_;
+  const int64_t T = T_, D = c.head_dim, H = c.n_heads, KV = c.n_kv_heads, QD = c.q_dim(), KVD = c.kv_dim();
+  const int64_t group = H / KV;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  pool_->parallel_for(int64_t{B_} * KV, [&](int64_t begin, int64_t end) {
+    std::vector<float> ds(static_cast<size_t>(T));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / KV, kvh = item % KV;
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t t = 0; t < T; ++t) {
+          const float* p = a.att.data() + ((b * H + h) * T + t) * T;
+          const float* g = dout + (b * T + t) * QD + h * D;
+          float sum = 0.0f;
+          for (int64_t j = 0; j <= t; ++j) {
+            const int64_t kv_off = (b * T + j) * KVD + kvh * D;
+            ds[j] = kernels::dot(g, a.v.data() + kv_off, D);
+            sum += p[j] * ds[j];
+            kernels::axpy(p[j], g, dv + kv_off, D);
+          }
+          const float* q = a.q.data() + (b * T + t) * QD + h * D;
+          float* dqt = dq + (b * T + t) * QD + h * D;
+          for (int64_t j = 0; j <= t; ++j) {
+            const int64_t kv_off = (b * T + j) * KVD + kvh * D;
+            const float dsj = p[j] * (ds[j] - sum) * scale;
+            kernels::axpy(dsj, a.k.data() + kv_off, dqt, D);
+            kernels::axpy(dsj, q, dk + kv_off, D);
+          }
+        }
+      }
+    }
+  });
+}
+
+float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  KOI_CHECK(T <= config_.max_seq_len);
+  resize_activations(B, T);
+  const model::ModelConfig& c = config_;
+  const int64_t N = int64_t{B} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
+  const int64_t half = c.head_dim / 2;
+  const Params p = bind(params_.data());
+  std::copy_n(inputs, N, inputs_.data());
+  std::copy_n(targets, N, targets_.data());
+
+  // Embedding: x (N, C) = token_embd[inputs]
+  for (int64_t n = 0; n < N; ++n) {
+    KOI_CHECK(inputs[n] >= 0 && inputs[n] < V && targets[n] >= 0 && targets[n] < V);
+    std::copy_n(p.token_embd + int64_t{inputs[n]} * C, C, acts_[0].x_in.data() + n * C);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerParams& L = p.layers[static_cast<size_t>(l)];
+    LayerActs& a = acts_[static_cast<size_t>(l)];
+    // Attention: xn1 = rmsnorm(x_in); q (N, QD), k, v (N, KVD); rope on q and k.
+    rmsnorm_forward(pool_, a.xn1.data(), a.rstd1.data(), a.x_in.data(), L.attn_norm, N, C, c.norm_eps);
+    linear_forward(pool_, a.q.data(), a.xn1.data(), L.wq, L.bq, N, C, QD);
+    linear_forward(pool_, a.k.data(), a.xn1.data(), L.wk, L.bk, N, C, KVD);
+    linear_forward(pool_, a.v.data(), a.xn1.data(), L.wv, L.bv, N, C, KVD);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t pos = n % T;
+      const float* cs = rope_cos_.data() + pos * half;
+      const float* sn = rope_sin_.data() + pos * half;
+      rope_rotate(a.q.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
+      rope_rotate(a.k.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
+    }
+    attention_forward(l);
+    // x_mid = x_in + attn_out Wo^T   (N, C)
+    linear_forward(pool_, a.x_mid.data(), a.attn_out.data(), L.wo, nullptr, N, QD, C);
+    add_into(a.x_mid.data(), a.x_in.data(), N * C);
+    // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
+    rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
+    linear_forward(pool_, a.gate.data(), a.xn2.data(), L.w_gate, nullptr, N, C, F);
+    linear_forward(pool_, a.up.data(), a.xn2.data(), L.w_up, nullptr, N, C, F);
+    for (int64_t i = 0; i < N * F; ++i) a.h[i] = silu(a.gate[i]) * a.up[i];
+    float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
+    linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
+    add_into(x_next, a.x_mid.data(), N * C);
+  }
+  // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
+  rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
+  linear_forward(pool_, probs_.data(), xn_f_.data(), p.output, nullptr, N, C, V);
+  pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) kernels::softmax(probs_.data() + n * V, V);
+  });
+  double loss = 0.0;
+  for (int64_t n = 0; n < N; ++n) loss -= std::log(static_cast<double>(probs_[n * V + targets[n]]));
+  return static_cast<float>(loss / static_cast<double>(N));
+}
+
+void LlamaTrain::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void LlamaTrain::backward(float loss_scale) {
+  const model::ModelConfig& c = config_;
+  const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
+  const int64_t half = c.head_dim / 2;
+  const Params p = bind(params_.data());
+  const Params g = bind(grads_.data());
+  std::vector<float>* scratch = scratch_;
+
+  // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
+  ensure(dlogits_, N * V);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t v = 0; v < V; ++v) dlogits_[n * V + v] = loss_scale * probs_[n * V + v];
+    dlogits_[n * V + targets_[n]] -= loss_scale;
+  }
+  zero(dxn_, N * C);
+  linear_backward(pool_, scratch, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
+  zero(dx_, N * C);  // d loss / d residual stream, (N, C)
+  rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
+
+  for (int l = c.n_layers - 1; l >= 0; --l) {
+    const LayerParams& L = p.layers[static_cast<size_t>(l)];
+    const LayerParams& G = g.layers[static_cast<size_t>(l)];
+    const LayerActs& a = acts_[static_cast<size_t>(l)];
+    // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
+    zero(dh_, N * F);
+    linear_backward(pool_, scratch, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
+    ensure(dgate_, N * F);
+    ensure(dup_, N * F);
+    for (int64_t i = 0; i < N * F; ++i) {
+      const float gi = a.gate[i], s = 1.0f / (1.0f + std::exp(-gi));
+      dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
+      dup_[i] = dh_[i] * gi * s;
+    }
+    zero(dxn_, N * C);
+    linear_backward(pool_, scratch, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
+    linear_backward(pool_, scratch, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
+    rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
+
+    // Attention block, from dx = d x_mid (also the residual part of d x_in).
+    zero(dattn_, N * QD);
+    linear_backward(pool_, scratch, dattn_.data(), G.wo, nullptr, dx_.data(), a.attn_out.data(), L.wo, N, QD, C);
+    zero(dq_, N * QD);
+    zero(dk_, N * KVD);
+    zero(dv_, N * KVD);
+    attention_backward(l, dattn_.data(), dq_.data(), dk_.data(), dv_.data());
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t pos = n % T;
+      const float* cs = rope_cos_.data() + pos * half;
+      const float* sn = rope_sin_.data() + pos * half;
+      rope_rotate(dq_.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
+      rope_rotate(dk_.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
+    }
+    zero(dxn_, N * C);
+    linear_backward(pool_, scratch, dxn_.data(), G.wq, G.bq, dq_.data(), a.xn1.data(), L.wq, N, C, QD);
+    linear_backward(pool_, scratch, dxn_.data(), G.wk, G.bk, dk_.data(), a.xn1.data(), L.wk, N, C, KVD);
+    linear_backward(pool_, scratch, dxn_.data(), G.wv, G.bv, dv_.data(), a.xn1.data(), L.wv, N, C, KVD);
+    rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
+  }
+  // Embedding: d token_embd[inputs[n]] += dx[n]
+  for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
+}
+
+}  // namespace koi::train

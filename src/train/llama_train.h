@@ -1,0 +1,117 @@
+// LlamaTrain: forward and backward passes of the Llama family for training, in fp32 on CPU
+// (the llm.c train_gpt2.c design: one flat parameter buffer, one flat gradient buffer of
+// the same layout, every activation of the forward pass kept for the backward pass).
+//
+// Shapes in comments use B (batch), T (sequence length), N = B*T tokens, C (dim), H/KV
+// (query/key-value heads), D (head_dim), F (ffn_dim), V (vocabulary). Weight matrices are
+// row-major [out, in] (the Hugging Face layout, ggml {in, out}), so params() can be written
+// as a safetensors file and read back by Koi's loader or by PyTorch.
+//
+// forward() computes the mean cross-entropy of next-token prediction; backward() adds
+// loss_scale * d(sum of per-token losses)/d(params) into grads() (accumulation: call
+// zero_grad() yourself). Results do not depend on the number of threads: every reduction
+// has a fixed order (the kernels' determinism contract), which is what makes a resumed run
+// bit-identical. Not thread-safe; the work runs on the ThreadPool given at construction,
+// whose owner must be the caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace koi::train {
+
+// One named tensor inside the flat parameter buffer.
+struct ParamTensor {
+  std::string name;            // Hugging Face name: "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // row-major, outermost first
+  int64_t offset = 0;          // in floats
+  int64_t size = 0;
+  bool decay = false;          // weight decay applies (matrices and embeddings, not norms or biases)
+};
+
+// The parameter tensors of a config, in a fixed order; the last one ends at the total size.
+std::vector<ParamTensor> param_layout(const model::ModelConfig& config);
+
+// Pointers into a flat buffer laid out by param_layout (params or grads).
+struct LayerParams {
+  float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;  // biases nullptr without qkv_bias
+  float *ffn_norm, *w_gate, *w_up, *w_down;
+};
+struct Params {
+  float* token_embd;  // (V, C)
+  std::vector<LayerParams> layers;
+  float* output_norm;  // (C)
+  float* output;       // (V, C); == token_embd when tied
+};
+
+class LlamaTrain {
+ public:
+  // config must validate(); rope_scaling and rope_factors are not supported for training.
+  static Result<LlamaTrain> create(const model::ModelConfig& config, ThreadPool* pool);
+
+  const model::ModelConfig& config() const { return config_; }
+  const std::vector<ParamTensor>& layout() const { return layout_; }
+  std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
+  std::vector<float>& grads() { return grads_; }
+
+  // GPT-2 style initialisation: N(0, 0.02) matrices and embeddings, output projections
+  // (o_proj, down_proj) scaled by 1/sqrt(2 * n_layers), norms 1, biases 0.
+  void init_random(uint64_t seed);
+  // Copies weights of the same config (any dtype the loader gives) into params().
+  Status load(const model::ModelWeights& weights);
+  // Views of params() in the model module's layout (for export and inference); valid while
+  // this object lives and params() is not resized.
+  model::ModelWeights weights_view() const;
+
+  // inputs, targets: (B, T) token ids; T <= max_seq_len. Returns the mean loss over N.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  void zero_grad();
+  // After forward(): grads += loss_scale * d(sum of the N token losses)/d(params).
+  // loss_scale = 1/N gives the gradient of the mean loss.
+  void backward(float loss_scale);
+
+ private:
+  LlamaTrain(model::ModelConfig config, ThreadPool* pool);
+  Params bind(float* base) const;
+  void resize_activations(int B, int T);
+  void attention_forward(int layer);
+  void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
+
+  model::ModelConfig config_;
+  ThreadPool* pool_;
+  std::vector<ParamTensor> layout_;
+  std::vector<float> params_, grads_;
+  std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, D/2)
+
+  // Activations of the last forward(), sized for B x T.
+  struct LayerActs {
+    std::vector<float> x_in;      // (N, C) residual stream entering the layer
+    std::vector<float> rstd1;     // (N) 1/rms of x_in
+    std::vector<float> xn1;       // (N, C) attention norm output
+    std::vector<float> q, k, v;   // (N, H*D), (N, KV*D), (N, KV*D); q and k after bias and rope
+    std::vector<float> att;       // (B, H, T, T) softmax probabilities, causal
+    std::vector<float> attn_out;  // (N, H*D)
+    std::vector<float> x_mid;     // (N, C) residual after attention
+    std::vector<float> rstd2;     // (N)
+    std::vector<float> xn2;       // (N, C)
+    std::vector<float> gate, up;  // (N, F) before the activation
+    std::vector<float> h;         // (N, F) silu(gate) * up
+  };
+  int B_ = 0, T_ = 0;
+  std::vector<LayerActs> acts_;
+  std::vector<float> x_out_, rstd_f_, xn_f_;  // (N, C), (N), (N, C)
+  std::vector<float> probs_;                  // (N, V) softmax of the logits
+  std::vector<int32_t> inputs_, targets_;     // (N)
+  // Backward scratch.
+  std::vector<float> dx_, dxn_, dq_, dk_, dv_, dattn_, dh_, dgate_, dup_, dlogits_;
+  std::vector<float> scratch_[3];  // linear_backward's transposes and products
+};
+
+}  // namespace koi::train

@@ -1,0 +1,63 @@
+// The trainer: a training run from a YAML recipe, start to finish.
+//
+// run_training() builds the character vocabulary of the corpus, splits its tokens into
+// train and validation parts (the first 1 - val_fraction for training, as nanoGPT), then
+// runs the step loop: draw grad_accum batches, forward and backward, clip the gradient
+// norm, set the learning rate of the schedule, AdamW step. It prints a progress line
+// (step, loss, learning rate, tokens/s, time left) to stderr, appends metrics as JSON
+// lines to OUT/metrics.jsonl, estimates the validation loss every eval_interval steps and
+// at the end, and writes an atomic checkpoint (checkpoint.h) every checkpoint_interval
+// steps, when *stop becomes true (SIGTERM) and at the end, keeping the newest
+// keep_checkpoints. With resume it continues from the newest complete checkpoint of OUT;
+// the result is bit-identical to a run that was never interrupted (the loader's batches
+// depend only on (seed, position), every kernel is deterministic).
+// One run per process; the work runs on a ThreadPool of `threads` threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "model/model_config.h"
+#include "train/optimizer.h"
+
+namespace koi::train {
+
+struct TrainConfig {
+  model::ModelConfig model;  // n_vocab comes from the data; max_seq_len is the context
+  std::string text_path;     // the corpus (UTF-8 text)
+  double val_fraction = 0.1;
+  int batch_size = 12;
+  int seq_len = 0;  // 0: the context
+  int steps = 1000;
+  int grad_accum = 1;
+  LrSchedule schedule;
+  AdamWConfig adam;
+  float grad_clip = 1.0f;
+  uint64_t seed = 1337;
+  int eval_interval = 0;  // 0: only at the end
+  int eval_iters = 20;
+  int log_interval = 10;
+  int checkpoint_interval = 0;  // 0: only at the end (and on stop)
+  int keep_checkpoints = 2;
+  std::string out_dir;
+  int threads = 0;  // 0: the physical cores
+};
+
+// Parses a recipe (sections model, data, train; see recipes/shakespeare_char.yaml). Unknown
+// keys are errors, so that a typo does not silently train something else.
+Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::string& file_name);
+
+struct TrainResult {
+  int64_t steps = 0;         // optimizer steps completed
+  bool stopped = false;      // *stop ended the run early (after a checkpoint)
+  float train_loss = 0.0f;   // final estimates (eval_iters batches each); 0 when stopped
+  float val_loss = 0.0f;
+  double seconds_per_step = 0.0;  // average over the steps of this process
+  std::string checkpoint;    // the last checkpoint written
+};
+
+Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop);
+
+}  // namespace koi::train

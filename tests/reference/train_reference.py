@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""PyTorch oracle for Koi's trainer: loss, gradients and AdamW steps of a Llama-family model.
+
+Usage: /usr/bin/python3 train_reference.py DIR
+
+Reads DIR/case.json (model shape, batch, optimizer settings) and DIR/init.safetensors (the
+initial weights, Hugging Face names, float32), computes in float64 with autograd:
+  - the mean cross-entropy loss of the batch and the gradient of every parameter,
+  - the losses of `steps` training steps (forward, backward, clip_grad_norm_, nanoGPT's
+    warmup + cosine learning rate, torch.optim.AdamW with weight decay on matrices only),
+and writes DIR/reference.safetensors: "loss" [1], "grad.<name>" and "losses" [steps]
+(float32). Shares no code with Koi (llm.c's test_gpt2 approach).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", name
+        begin, end = info["data_offsets"]
+        arr = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(info["shape"])
+        out[name] = torch.tensor(arr.copy(), dtype=torch.float64)
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.detach().to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, pos, theta, style):
+    # x: (B, T, heads, D); rotates pair i by pos * theta^(-2i/D).
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = pos[:, None].to(torch.float64) * inv[None, :]  # (T, D/2)
+    cos = torch.cos(ang)[None, :, None, :].to(x.dtype)
+    sin = torch.sin(ang)[None, :, None, :].to(x.dtype)
+    if style == "interleaved":
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    x0, x1 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+
+
+def loss_fn(P, c, inputs, targets):
+    B, T = inputs.shape
+    H, KV, D = c["n_heads"], c["n_kv_heads"], c["dim"] // c["n_heads"]
+    pos = torch.arange(T)
+    x = P["model.embed_tokens.weight"][inputs]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    for l in range(c["n_layers"]):
+        p = f"model.layers.{l}."
+        h = rmsnorm(x, P[p + "input_layernorm.weight"], c["norm_eps"])
+
+        def proj(name):
+            y = h @ P[p + f"self_attn.{name}.weight"].T
+            bias = P.get(p + f"self_attn.{name}.bias")
+            return y if bias is None else y + bias
+
+        q = rope(proj("q_proj").view(B, T, H, D), pos, c["rope_theta"], c["rope_style"])
+        k = rope(proj("k_proj").view(B, T, KV, D), pos, c["rope_theta"], c["rope_style"])
+        v = proj("v_proj").view(B, T, KV, D)
+        k = k.repeat_interleave(H // KV, dim=2)
+        v = v.repeat_interleave(H // KV, dim=2)
+        att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(D)
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        o = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, H * D)
+        x = x + o @ P[p + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, P[p + "post_attention_layernorm.weight"], c["norm_eps"])
+        g = torch.nn.functional.silu(h @ P[p + "mlp.gate_proj.weight"].T) * (h @ P[p + "mlp.up_proj.weight"].T)
+        x = x + g @ P[p + "mlp.down_proj.weight"].T
+    x = rmsnorm(x, P["model.norm.weight"], c["norm_eps"])
+    head = P["model.embed_tokens.weight"] if c["tied_embeddings"] else P["lm_head.weight"]
+    logits = x @ head.T
+    return torch.nn.functional.cross_entropy(logits.view(B * T, -1), targets.view(-1))
+
+
+def lr_at(o, step):
+    if step < o["warmup_steps"]:
+        return o["lr"] * (step + 1) / (o["warmup_steps"] + 1)
+    if step > o["decay_steps"]:
+        return o["min_lr"]
+    ratio = (step - o["warmup_steps"]) / (o["decay_steps"] - o["warmup_steps"])
+    return o["min_lr"] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (o["lr"] - o["min_lr"])
+
+
+def main():
+    d = sys.argv[1]
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    c, o = case["model"], case["optim"]
+    P = read_safetensors(os.path.join(d, "init.safetensors"))
+    for t in P.values():
+        t.requires_grad_(True)
+    inputs = torch.tensor(case["inputs"], dtype=torch.long)
+    targets = torch.tensor(case["targets"], dtype=torch.long)
+
+    out = {}
+    loss = loss_fn(P, c, inputs, targets)
+    loss.backward()
+    out["loss"] = loss.detach().reshape(1)
+    for name, t in P.items():
+        out["grad." + name] = t.grad.clone()
+        t.grad = None
+
+    names = sorted(P)
+    decay = [P[n] for n in names if P[n].dim() >= 2]
+    no_decay = [P[n] for n in names if P[n].dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    losses = []
+    for step in range(o["steps"]):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(o, step)
+        loss = loss_fn(P, c, inputs, targets)
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([P[n] for n in names], o["grad_clip"])
+        opt.step()
+        opt.zero_grad()
+    out["losses"] = torch.tensor(losses, dtype=torch.float64)
+    write_safetensors(os.path.join(d, "reference.safetensors"), out)
+
+
+if __name__ == "__main__":
+    main()
