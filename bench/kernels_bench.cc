@@ -114,11 +114,16 @@ void BM_MemoryReadBandwidth(benchmark::State& state) {
       const float* p = buffer.data();
       const int64_t begin = kFloats * thread_idx / num_threads;
       const int64_t end = kFloats * (thread_idx + 1) / num_threads;
-      float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the loop vectorises
-      for (int64_t i = begin; i + 8 <= end; i += 8) {
-        for (int k = 0; k < 8; ++k) s[k] += p[i + k];
+      // 64 lanes in independent accumulators: the loop vectorises and is not bound by the
+      // latency of one chain of adds (8 lanes alone measured ~40% below the DRAM limit).
+      constexpr int kLanes = 64;
+      float s[kLanes] = {};
+      for (int64_t i = begin; i + kLanes <= end; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) s[k] += p[i + k];
       }
-      sums[static_cast<size_t>(thread_idx)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+      float total = 0;
+      for (float v : s) total += v;
+      sums[static_cast<size_t>(thread_idx)] = total;
     });
     benchmark::DoNotOptimize(sums.data());
   }
