@@ -29,6 +29,12 @@
 namespace koi::kernels {
 namespace {
 
+// Weight rows are contiguous, and a tile consumes R of them at once: while it works, it
+// prefetches the next R rows (the next tile's bytes) at the rate it consumes its own, so a
+// decode step streams from DRAM without waiting for the hardware prefetcher to ramp up on
+// every new group of short rows.
+constexpr int64_t kCacheLine = 64;
+
 template <class K, int R, int T>
 void matmul_tile(const MatmulArgs& a, int64_t row0, int64_t tok0) {
   const uint8_t* w_rows[R];
@@ -40,7 +46,18 @@ void matmul_tile(const MatmulArgs& a, int64_t row0, int64_t tok0) {
     for (int t = 0; t < T; ++t) acc[r][t] = K::zero();
   }
   const int64_t n_steps = a.in / K::kStep;
+  const char* next_tile = reinterpret_cast<const char*>(a.w + (row0 + R) * a.w_row_bytes);
+  const int64_t next_lines = R * a.w_row_bytes / kCacheLine;
+  const int64_t lines_per_step = n_steps > 0 ? (next_lines + n_steps - 1) / n_steps : 0;
+  // Decode tiles of quantized weights (f16/f32 rows are long enough for the hardware), not
+  // past the end of the matrix.
+  const bool prefetch = T == 1 && (a.type == DType::kQ8_0 || a.type == DType::kQ4_0) && row0 + 2 * R <= a.out;
   for (int64_t step = 0; step < n_steps; ++step) {
+    if (prefetch) {
+      for (int64_t k = 0; k < lines_per_step; ++k) {
+        _mm_prefetch(next_tile + (step * lines_per_step + k) * kCacheLine, _MM_HINT_T0);
+      }
+    }
     typename K::W w[R];
     for (int r = 0; r < R; ++r) w[r] = K::load_w(w_rows[r], step);
     for (int t = 0; t < T; ++t) {
