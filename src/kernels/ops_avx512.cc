@@ -47,6 +47,7 @@ struct VnniDot {
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
   }
+  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 };
 
 template <DType kType>

@@ -148,19 +148,26 @@ struct Float8Kernel {
   }
 };
 
-// 32 signed 8-bit weights of a block as |w| (unsigned) and w (for the sign), with the scale.
+// A weight block ready for the integer dot: q8_0 as |w| (unsigned) and w (for the sign); q4_0
+// as its raw nibbles 0..15 (unsigned, the -8 offset is applied through the activations'
+// block sums); the scale broadcast.
 struct QuantW {
-  __m256i abs;
-  __m256i sign;
-  float d;
+  __m256i u;
+  __m256i sign;  // q8_0 only
+  __m256 d;
 };
+// An activation block: its values, the scale broadcast and, for q4_0 weights, -8 times the
+// sums of each group of 4 values (the int32 lanes of the dot), so that
+// dot(nibbles, x) + corr == dot(nibbles - 8, x) exactly, lane by lane.
 struct QuantX {
   __m256i q;
-  float d;
+  __m256i corr;
+  __m256 d;
 };
 
-// q8_0 / q4_0 weights against ActBlockQ8 activations, one block per step. Dot turns |w| and
-// sign(x, w) into eight int32 partial sums (exact, so every Dot gives the same result).
+// q8_0 / q4_0 weights against ActBlockQ8 activations, one block per step. Dot turns unsigned
+// and signed bytes into eight int32 partial sums of 4 (exact, so every Dot gives the same
+// result and the q4_0 offset trick changes no bit of the output).
 template <DType kType, class Dot, int kRows, int kTokens>
 struct QuantKernel {
   static constexpr int kStep = 32, kMaxRows = kRows, kMaxTokens = kTokens;
@@ -169,28 +176,35 @@ struct QuantKernel {
   using X = QuantX;
   static Acc zero() { return _mm256_setzero_ps(); }
   static W load_w(const uint8_t* row, int64_t step) {
-    __m256i q;
-    uint16_t d;
     if constexpr (kType == DType::kQ8_0) {
       const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + step;
-      q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
-      d = block->d;
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
+      return {_mm256_sign_epi8(q, q), q, _mm256_set1_ps(_cvtsh_ss(block->d))};
     } else {
       const auto* block = reinterpret_cast<const BlockQ4_0*>(row) + step;
       __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs));
       __m256i nibbles = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-      q = _mm256_sub_epi8(_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
-      d = block->d;
+      return {_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), _mm256_setzero_si256(),
+              _mm256_set1_ps(_cvtsh_ss(block->d))};
     }
-    return {_mm256_sign_epi8(q, q), q, _cvtsh_ss(d)};
   }
   static X load_x(const uint8_t* row, int64_t step) {
     const auto* block = reinterpret_cast<const ActBlockQ8*>(row) + step;
-    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs)), block->d};
+    __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
+    __m256i corr = _mm256_setzero_si256();
+    if constexpr (kType == DType::kQ4_0) {
+      corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(Dot::dot(_mm256_set1_epi8(1), q), 3));
+    }
+    return {q, corr, _mm256_set1_ps(block->d)};
   }
   static Acc madd(const W& w, const X& x, Acc acc) {
-    __m256i sums = Dot::dot(w.abs, _mm256_sign_epi8(x.q, w.sign));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(w.d * x.d), acc);
+    __m256i sums;
+    if constexpr (kType == DType::kQ8_0) {
+      sums = Dot::dot(w.u, _mm256_sign_epi8(x.q, w.sign));
+    } else {
+      sums = Dot::dot_acc(x.corr, w.u, x.q);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(w.d, x.d), acc);
   }
   static float finish(Acc acc, const uint8_t*, const uint8_t*, int64_t) { return hsum(acc); }
 };
@@ -201,6 +215,7 @@ struct MaddubsDot {
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
+  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot(u, s)); }
 };
 
 }  // namespace
