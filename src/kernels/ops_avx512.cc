@@ -44,6 +44,7 @@ struct Float16Kernel {
 };
 
 struct VnniDot {
+  static constexpr bool kWideProducts = true;  // products go straight into int32 lanes
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
   }

@@ -148,17 +148,21 @@ struct Float8Kernel {
   }
 };
 
-// A weight block ready for the integer dot: q8_0 as |w| (unsigned) and w (for the sign); q4_0
-// as its raw nibbles 0..15 (unsigned, the -8 offset is applied through the activations'
-// block sums); the scale broadcast.
+// A weight block ready for the integer dot, with its scale broadcast:
+//  - q4_0: its raw nibbles 0..15 (unsigned; the -8 offset comes in through QuantX::corr);
+//  - q8_0 with a Dot whose products cannot saturate (VNNI): w as signed bytes, and
+//    corr = -128 times the sums of each group of 4 weights, since the activations are then
+//    taken as unsigned x + 128: dot(x + 128, w) + corr == dot(x, w) exactly;
+//  - q8_0 otherwise (AVX2 maddubs saturates at 16 bits): |w| and w for the sign trick.
 struct QuantW {
   __m256i u;
-  __m256i sign;  // q8_0 only
+  __m256i sign;  // q8_0: the signed weights
+  __m256i corr;  // q8_0 with VNNI
   __m256 d;
 };
-// An activation block: its values, the scale broadcast and, for q4_0 weights, -8 times the
-// sums of each group of 4 values (the int32 lanes of the dot), so that
-// dot(nibbles, x) + corr == dot(nibbles - 8, x) exactly, lane by lane.
+// An activation block: its values (as x + 128, unsigned, for q8_0 weights with VNNI), the
+// scale broadcast and, for q4_0 weights, -8 times the sums of each group of 4 values (the
+// int32 lanes of the dot), so that dot(nibbles, x) + corr == dot(nibbles - 8, x) exactly.
 struct QuantX {
   __m256i q;
   __m256i corr;
@@ -176,22 +180,30 @@ struct QuantKernel {
   using X = QuantX;
   static Acc zero() { return _mm256_setzero_ps(); }
   static W load_w(const uint8_t* row, int64_t step) {
+    const __m256i zero = _mm256_setzero_si256();
     if constexpr (kType == DType::kQ8_0) {
       const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + step;
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
-      return {_mm256_sign_epi8(q, q), q, _mm256_set1_ps(_cvtsh_ss(block->d))};
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(block->d));
+      if constexpr (Dot::kWideProducts) {
+        __m256i sums = Dot::dot(_mm256_set1_epi8(1), q);
+        return {zero, q, _mm256_sub_epi32(zero, _mm256_slli_epi32(sums, 7)), d};
+      }
+      return {_mm256_sign_epi8(q, q), q, zero, d};
     } else {
       const auto* block = reinterpret_cast<const BlockQ4_0*>(row) + step;
       __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs));
       __m256i nibbles = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-      return {_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), _mm256_setzero_si256(),
-              _mm256_set1_ps(_cvtsh_ss(block->d))};
+      return {_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), zero, zero, _mm256_set1_ps(_cvtsh_ss(block->d))};
     }
   }
   static X load_x(const uint8_t* row, int64_t step) {
     const auto* block = reinterpret_cast<const ActBlockQ8*>(row) + step;
     __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
     __m256i corr = _mm256_setzero_si256();
+    if constexpr (kType == DType::kQ8_0 && Dot::kWideProducts) {
+      q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));  // x + 128 as unsigned
+    }
     if constexpr (kType == DType::kQ4_0) {
       corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(Dot::dot(_mm256_set1_epi8(1), q), 3));
     }
@@ -199,7 +211,9 @@ struct QuantKernel {
   }
   static Acc madd(const W& w, const X& x, Acc acc) {
     __m256i sums;
-    if constexpr (kType == DType::kQ8_0) {
+    if constexpr (kType == DType::kQ8_0 && Dot::kWideProducts) {
+      sums = Dot::dot_acc(w.corr, x.q, w.sign);
+    } else if constexpr (kType == DType::kQ8_0) {
       sums = Dot::dot(w.u, _mm256_sign_epi8(x.q, w.sign));
     } else {
       sums = Dot::dot_acc(x.corr, w.u, x.q);
@@ -212,6 +226,7 @@ struct QuantKernel {
 // Unsigned x signed bytes -> int32 sums of 4 with AVX2 (maddubs cannot saturate here: |w| <= 127
 // and |x| <= 127, so a pair sum is at most 2 * 127 * 127 < 32767).
 struct MaddubsDot {
+  static constexpr bool kWideProducts = false;  // 16-bit pair sums: |u| * |s| must stay small
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
