@@ -26,7 +26,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@scripts/run-main
+	@KOI=$(BUILD)/koi scripts/run-main
 
 test: test-deps build
 	cd $(BUILD) && ctest -L 'unit|integration' --output-on-failure -j $(JOBS)

@@ -1,14 +1,21 @@
 // koi train: train a model from a YAML recipe (train/trainer.h); SIGTERM or Ctrl-C writes a
-// checkpoint and stops, --resume continues from the newest complete one.
-// koi train export: a checkpoint of a run to a GGUF file with its tokenizer.
+// checkpoint and stops, --resume continues from the newest complete one. Under
+// `mpirun -np N` the ranks train data parallel (train/collectives.h); with --nproc N or
+// --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
+// --lora-rank R trains LoRA adapters of the recipe's model.init_from only.
+// koi train export: a checkpoint of a run to a GGUF file with its tokenizer (LoRA adapters
+// merged in), and/or its adapters alone as a PEFT directory (--adapter).
 #include <csignal>
 #include <cstdio>
 
 #include "base/file.h"
 #include "cli/command.h"
 #include "train/checkpoint.h"
+#include "train/collectives.h"
 #include "train/export.h"
+#include "train/supervisor.h"
 #include "train/trainer.h"
+#include "train/watchdog.h"
 
 namespace koi::cli {
 namespace {
@@ -23,7 +30,24 @@ struct TrainOptions {
   std::optional<int> steps;
   std::optional<int> threads;
   bool resume = false;
+  std::optional<int> zero;
+  std::optional<double> bucket_mb;
+  double collective_timeout = 60.0;
+  std::optional<int> nproc;
+  std::optional<int> max_restarts;
+  std::optional<int> lora_rank;
 };
+
+int run_supervisor(const TrainOptions& o) {
+  if (train::launched_by_mpirun()) {
+    return fail("--nproc and --max-restarts start mpirun themselves; run `koi train --nproc N ...` without mpirun");
+  }
+  auto argv = train::own_command_line();
+  if (!argv.ok()) return fail(argv.status().message());
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  return train::supervise(*argv, o.nproc.value_or(1), o.max_restarts.value_or(0), &g_stop);
+}
 
 int run_train(const TrainOptions& o) {
   if (o.config.empty()) return fail("koi train needs --config RECIPE.yaml (see recipes/)");
@@ -34,10 +58,25 @@ int run_train(const TrainOptions& o) {
   if (!o.out.empty()) config->out_dir = o.out;
   if (o.steps) config->steps = *o.steps, config->schedule.decay_steps = std::min(config->schedule.decay_steps, *o.steps);
   if (o.threads) config->threads = *o.threads;
+  if (o.zero) config->zero_stage = *o.zero;
+  if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
+  if (o.lora_rank) {
+    if (config->init_from.empty()) return fail("--lora-rank needs a recipe with model.init_from (the model to adapt)");
+    config->lora.rank = *o.lora_rank;
+  }
+  if (o.nproc || o.max_restarts) return run_supervisor(o);
+  auto comm = train::create_communicator(o.collective_timeout);
+  if (!comm.ok()) return fail(comm.status().message());
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
-  auto result = train::run_training(*config, o.resume, &g_stop);
-  if (!result.ok()) return fail(result.status().message());
+  auto result = train::run_training(*config, o.resume, &g_stop, comm->get());
+  if (!result.ok()) {
+    const int code = fail(result.status().message());
+    if ((*comm)->size() == 1) return code;
+    // A rank that fails leaves the others inside a collective: end the whole job.
+    (*comm)->abort(result.status().code() == StatusCode::kDeadlineExceeded ? train::kWatchdogExitCode : code);
+  }
+  if ((*comm)->rank() != 0) return 0;
   if (result->stopped) {
     std::fprintf(stderr, "stopped at step %lld; checkpoint %s; continue with --resume\n",
                  static_cast<long long>(result->steps), result->checkpoint.c_str());
@@ -56,22 +95,45 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--steps", o->steps, "optimizer steps (overrides train.steps; the cosine ends there at the latest)");
   app->add_option("--threads", o->threads, "worker threads (default: the physical cores)");
   app->add_flag("--resume", o->resume, "continue from the newest complete checkpoint of the run directory");
+  app->add_option("--zero", o->zero, "1: shard AdamW's state over the mpirun ranks (ZeRO-1); 0: plain data parallel")
+      ->check(CLI::IsMember({0, 1}));
+  app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--collective-timeout", o->collective_timeout,
+                  "seconds a collective may wait for the other ranks before the job fails")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--nproc", o->nproc, "supervise `mpirun -np N koi train ...` (default 1 with --max-restarts)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--max-restarts", o->max_restarts,
+                  "restart a failed job from its last checkpoint at most R times (with --nproc)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--lora-rank", o->lora_rank,
+                  "train rank-R LoRA adapters of model.init_from (overrides train.lora_rank)")
+      ->check(CLI::PositiveNumber);
   return [o] { return run_train(*o); };
 }
 
 struct ExportOptions {
   std::string run;
   std::string output;
+  std::string adapter;
   std::string type = "f32";
 };
 
 int run_export(const ExportOptions& o) {
+  if (o.output.empty() && o.adapter.empty()) return fail("koi train export needs -o MODEL.gguf, --adapter DIR or both");
   std::string ckpt = o.run;
   if (!file_exists(path_join(ckpt, "state.json"))) {
     auto latest = train::latest_checkpoint(o.run);
     if (!latest.ok()) return fail(latest.status().message());
     ckpt = *latest;
   }
+  if (!o.adapter.empty()) {
+    if (Status s = train::export_adapter(ckpt, o.adapter); !s.ok()) return fail(s.message());
+    std::printf("exported the LoRA adapters of %s to %s\n", ckpt.c_str(), o.adapter.c_str());
+  }
+  if (o.output.empty()) return 0;
   auto type = dtype_from_name(o.type);
   if (!type) return fail("--type must be one of f32, f16, bf16, q8_0, q4_0; got '" + o.type + "'");
   if (Status s = train::export_gguf(ckpt, o.output, *type); !s.ok()) return fail(s.message());
@@ -82,7 +144,8 @@ int run_export(const ExportOptions& o) {
 Runner setup_export(CLI::App* app) {
   auto o = std::make_shared<ExportOptions>();
   app->add_option("run", o->run, "run directory (its newest checkpoint) or a checkpoint directory")->required();
-  app->add_option("-o,--output", o->output, "GGUF file to write")->required();
+  app->add_option("-o,--output", o->output, "GGUF file to write (LoRA adapters merged into the weights)");
+  app->add_option("--adapter", o->adapter, "directory to write the LoRA adapters to (PEFT format)");
   app->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0")->capture_default_str();
   return [o] { return run_export(*o); };
 }

@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "model/loader.h"
 #include "model/safetensors.h"
+#include "tokenizer/load.h"
 
 namespace koi::train {
 namespace {
@@ -20,6 +21,7 @@ namespace json = boost::json;
 
 constexpr char kPrefix[] = "ckpt-";
 constexpr char kMarker[] = "COMPLETE";
+constexpr char kTokenizerFile[] = "tokenizer.gguf";
 
 Status fsync_dir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -100,11 +102,21 @@ Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState
 
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "config.json"), hf_config_json(model.config())));
   KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "model.safetensors"), model.layout(), model.params()));
-  // m and v in one file: the layout twice, "m." names over optimizer.m(), "v." over v().
+  if (model.lora() != nullptr) KOI_RETURN_IF_ERROR(model.lora()->save(tmp));
+  if (state.tokenizer) {
+    model::GgufWriter writer;
+    tokenizer::spec_to_gguf(*state.tokenizer, writer);
+    KOI_RETURN_IF_ERROR(writer.write(path_join(tmp, kTokenizerFile)));
+  }
+  // m and v in one file: the trained layout twice, "m." names over optimizer.m(), "v." over v().
   const int64_t total = static_cast<int64_t>(optimizer.m().size());
   std::vector<ParamTensor> moments;
-  for (const ParamTensor& t : model.layout()) moments.push_back({"m." + t.name, t.shape, t.offset, t.size, false});
-  for (const ParamTensor& t : model.layout()) moments.push_back({"v." + t.name, t.shape, total + t.offset, t.size, false});
+  for (const ParamTensor& t : model.trainable_layout()) {
+    moments.push_back({"m." + t.name, t.shape, t.offset, t.size, false});
+  }
+  for (const ParamTensor& t : model.trainable_layout()) {
+    moments.push_back({"v." + t.name, t.shape, total + t.offset, t.size, false});
+  }
   std::vector<float> mv(optimizer.m());
   mv.insert(mv.end(), optimizer.v().begin(), optimizer.v().end());
   KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "optimizer.safetensors"), moments, mv));
@@ -155,13 +167,22 @@ Result<TrainState> read_checkpoint_state(const std::string& dir) {
   } catch (const std::exception& e) {
     return Status::corrupt(path + ": bad field: " + e.what());
   }
+  const std::string tokenizer_path = path_join(dir, kTokenizerFile);
+  if (file_exists(tokenizer_path)) {
+    KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::load_tokenizer(tokenizer_path));
+    s.tokenizer = tok.spec();
+  }
   return s;
 }
 
 Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer) {
   KOI_RETURN_IF_ERROR(read_params(path_join(dir, "model.safetensors"), model->layout(), &model->params()));
-  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), model->layout(), &optimizer->m(), "m."));
-  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), model->layout(), &optimizer->v(), "v."));
+  if (LoraAdapters* lora = model->lora()) {
+    KOI_RETURN_IF_ERROR(lora->load_params(dir));
+  }
+  const std::vector<ParamTensor>& trained = model->trainable_layout();
+  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), trained, &optimizer->m(), "m."));
+  KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), trained, &optimizer->v(), "v."));
   KOI_ASSIGN_OR_RETURN(std::string text, read_file(path_join(dir, "state.json")));
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);

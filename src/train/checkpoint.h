@@ -5,6 +5,10 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
+//   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
+//   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
+//                      the run trains adapters; optimizer.safetensors then holds their moments
+//                      and model.safetensors the frozen base,
 //   COMPLETE           the completion marker, written last.
 // save_checkpoint writes into RUN/.ckpt-<step>.tmp (each file fsynced), writes COMPLETE,
 // renames the directory into place and fsyncs RUN: a crash at any moment leaves either a
@@ -14,11 +18,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "model/model_config.h"
+#include "tokenizer/spec.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
 
@@ -28,6 +34,7 @@ struct TrainState {
   int64_t step = 0;              // optimizer steps completed
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
+  std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).
@@ -48,7 +55,8 @@ Result<std::string> latest_checkpoint(const std::string& run_dir);
 // Reads config.json and state.json of a checkpoint.
 Result<model::ModelConfig> read_checkpoint_config(const std::string& dir);
 Result<TrainState> read_checkpoint_state(const std::string& dir);
-// Loads weights and optimizer state into objects created with the checkpoint's config.
+// Loads weights (and the adapters of a model with LoRA) and the optimizer state into objects
+// created with the checkpoint's config.
 Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer);
 // Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps all).
 void prune_checkpoints(const std::string& run_dir, int keep);

@@ -1,7 +1,11 @@
-// Export of a training checkpoint into a GGUF file that `koi generate` and `koi serve` load:
-// the weights (checkpoint.h's model.safetensors, converted to weight_type) and the
-// tokenizer (the character vocabulary as a SentencePiece-style spec, data.h). A plain
-// function; errors name the checkpoint file at fault.
+// Export of a training checkpoint:
+//  - export_gguf: a GGUF file that `koi generate` and `koi serve` load: the weights
+//    (checkpoint.h's model.safetensors with its LoRA adapters merged in, W + alpha/r B A,
+//    converted to weight_type) and the tokenizer (the fine-tuned model's, or the character
+//    vocabulary as a SentencePiece-style spec, data.h);
+//  - export_adapter: the LoRA adapters alone, as a PEFT directory (adapter_model.safetensors
+//    with PEFT names, adapter_config.json).
+// Plain functions; errors name the checkpoint file at fault.
 #pragma once
 
 #include <string>
@@ -12,5 +16,6 @@
 namespace koi::train {
 
 Status export_gguf(const std::string& checkpoint_dir, const std::string& out_path, DType weight_type);
+Status export_adapter(const std::string& checkpoint_dir, const std::string& out_dir);
 
 }  // namespace koi::train

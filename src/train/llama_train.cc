@@ -8,62 +8,14 @@
 #include "base/random.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
+#include "train/linear.h"
 
 namespace koi::train {
 namespace {
 
-void ensure(std::vector<float>& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-}
-
 void zero(std::vector<float>& buf, int64_t n) {
   ensure(buf, n);
   std::fill_n(buf.data(), n, 0.0f);
-}
-
-void add_into(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-// a (rows, cols) -> at (cols, rows)
-void transpose(const float* a, float* at, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) at[c * rows + r] = a[r * cols + c];
-  }
-}
-
-// y (N, out) = x (N, in) W^T + b, W (out, in).
-void linear_forward(ThreadPool* pool, float* y, const float* x, const float* w, const float* b, int64_t N, int64_t in,
-                    int64_t out) {
-  kernels::matmul(make_view(DType::kF32, {in, out}, w), x, y, N, pool);
-  if (b != nullptr) {
-    for (int64_t n = 0; n < N; ++n) kernels::axpy(1.0f, b, y + n * out, out);
-  }
-}
-
-// dx (N, in) += dy (N, out) W;  dW (out, in) += dy^T x;  db (out) += sum_n dy.
-// Both products go through kernels::matmul on transposed copies, so the reductions (over
-// `out` for dx, over N for dW) run in the kernel's fixed order on all threads.
-void linear_backward(ThreadPool* pool, std::vector<float>* scratch, float* dx, float* dw, float* db, const float* dy,
-                     const float* x, const float* w, int64_t N, int64_t in, int64_t out) {
-  std::vector<float>& a = scratch[0];
-  std::vector<float>& b = scratch[1];
-  std::vector<float>& c = scratch[2];
-  ensure(a, std::max(in * out, N * in));
-  ensure(b, std::max(N * in, N * out));
-  ensure(c, out * in);
-  if (dx != nullptr) {
-    transpose(w, a.data(), out, in);  // W^T (in, out)
-    kernels::matmul(make_view(DType::kF32, {out, in}, a.data()), dy, b.data(), N, pool);
-    add_into(dx, b.data(), N * in);
-  }
-  transpose(x, a.data(), N, in);    // x^T (in, N)
-  transpose(dy, b.data(), N, out);  // dy^T (out, N)
-  kernels::matmul(make_view(DType::kF32, {N, in}, a.data()), b.data(), c.data(), out, pool);
-  add_into(dw, c.data(), out * in);
-  if (db != nullptr) {
-    for (int64_t n = 0; n < N; ++n) add_into(db, dy + n * out, out);
-  }
 }
 
 // out (N, C) = x * rstd * w per row; rstd (N) is kept for the backward pass.
@@ -81,7 +33,7 @@ void rmsnorm_forward(ThreadPool* pool, float* out, float* rstd, const float* x, 
   });
 }
 
-// dx += d(out)/dx^T dout;  dw += sum_n dout * x * rstd.
+// dx += d(out)/dx^T dout;  dw += sum_n dout * x * rstd (dw == nullptr: frozen, not computed).
 // With y_i = w_i x_i r and dr/dx_j = -r^3 x_j / C:
 //   dx_j = r w_j dy_j - r^3 / C * x_j * sum_i(dy_i w_i x_i).
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
@@ -95,7 +47,9 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
     const float k = r * r * r / static_cast<float>(C) * dot;
     for (int64_t i = 0; i < C; ++i) {
       dx[n * C + i] += r * w[i] * dy[i] - k * xr[i];
-      dw[i] += dy[i] * xr[i] * r;
+    }
+    if (dw != nullptr) {
+      for (int64_t i = 0; i < C; ++i) dw[i] += dy[i] * xr[i] * r;
     }
   }
 }
@@ -404,6 +358,9 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     linear_forward(pool_, a.q.data(), a.xn1.data(), L.wq, L.bq, N, C, QD);
     linear_forward(pool_, a.k.data(), a.xn1.data(), L.wk, L.bk, N, C, KVD);
     linear_forward(pool_, a.v.data(), a.xn1.data(), L.wv, L.bv, N, C, KVD);
+    lora_forward(l, LoraTarget::kQ, a.xn1.data(), a.q.data(), N);
+    lora_forward(l, LoraTarget::kK, a.xn1.data(), a.k.data(), N);
+    lora_forward(l, LoraTarget::kV, a.xn1.data(), a.v.data(), N);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t pos = n % T;
       const float* cs = rope_cos_.data() + pos * half;
@@ -414,14 +371,18 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     attention_forward(l);
     // x_mid = x_in + attn_out Wo^T   (N, C)
     linear_forward(pool_, a.x_mid.data(), a.attn_out.data(), L.wo, nullptr, N, QD, C);
+    lora_forward(l, LoraTarget::kO, a.attn_out.data(), a.x_mid.data(), N);
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
     linear_forward(pool_, a.gate.data(), a.xn2.data(), L.w_gate, nullptr, N, C, F);
     linear_forward(pool_, a.up.data(), a.xn2.data(), L.w_up, nullptr, N, C, F);
+    lora_forward(l, LoraTarget::kGate, a.xn2.data(), a.gate.data(), N);
+    lora_forward(l, LoraTarget::kUp, a.xn2.data(), a.up.data(), N);
     for (int64_t i = 0; i < N * F; ++i) a.h[i] = silu(a.gate[i]) * a.up[i];
     float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
+    lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
     add_into(x_next, a.x_mid.data(), N * C);
   }
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
@@ -435,14 +396,32 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   return static_cast<float>(loss / static_cast<double>(N));
 }
 
-void LlamaTrain::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void LlamaTrain::zero_grad() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  if (lora_) lora_->zero_grad();
+}
+
+Status LlamaTrain::add_lora(const LoraConfig& config, uint64_t seed) {
+  KOI_ASSIGN_OR_RETURN(LoraAdapters adapters, LoraAdapters::create(config_, config));
+  adapters.init_random(seed);
+  lora_ = std::move(adapters);
+  grads_ = {};  // the base is frozen
+  return ok_status();
+}
 
 void LlamaTrain::backward(float loss_scale) {
   const model::ModelConfig& c = config_;
   const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
   const int64_t half = c.head_dim / 2;
   const Params p = bind(params_.data());
-  const Params g = bind(grads_.data());
+  // With LoRA the base is frozen: every slot of g is nullptr and no base gradient is computed.
+  Params g;
+  if (lora_) {
+    g.token_embd = g.output_norm = g.output = nullptr;
+    g.layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
+  } else {
+    g = bind(grads_.data());
+  }
   std::vector<float>* scratch = scratch_;
 
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
@@ -463,6 +442,7 @@ void LlamaTrain::backward(float loss_scale) {
     // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
     zero(dh_, N * F);
     linear_backward(pool_, scratch, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
+    lora_backward(l, LoraTarget::kDown, a.h.data(), dx_.data(), dh_.data(), N);
     ensure(dgate_, N * F);
     ensure(dup_, N * F);
     for (int64_t i = 0; i < N * F; ++i) {
@@ -473,11 +453,14 @@ void LlamaTrain::backward(float loss_scale) {
     zero(dxn_, N * C);
     linear_backward(pool_, scratch, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
     linear_backward(pool_, scratch, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
+    lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
+    lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
     rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
 
     // Attention block, from dx = d x_mid (also the residual part of d x_in).
     zero(dattn_, N * QD);
     linear_backward(pool_, scratch, dattn_.data(), G.wo, nullptr, dx_.data(), a.attn_out.data(), L.wo, N, QD, C);
+    lora_backward(l, LoraTarget::kO, a.attn_out.data(), dx_.data(), dattn_.data(), N);
     zero(dq_, N * QD);
     zero(dk_, N * KVD);
     zero(dv_, N * KVD);
@@ -493,10 +476,23 @@ void LlamaTrain::backward(float loss_scale) {
     linear_backward(pool_, scratch, dxn_.data(), G.wq, G.bq, dq_.data(), a.xn1.data(), L.wq, N, C, QD);
     linear_backward(pool_, scratch, dxn_.data(), G.wk, G.bk, dk_.data(), a.xn1.data(), L.wk, N, C, KVD);
     linear_backward(pool_, scratch, dxn_.data(), G.wv, G.bv, dv_.data(), a.xn1.data(), L.wv, N, C, KVD);
+    lora_backward(l, LoraTarget::kQ, a.xn1.data(), dq_.data(), dxn_.data(), N);
+    lora_backward(l, LoraTarget::kK, a.xn1.data(), dk_.data(), dxn_.data(), N);
+    lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
   }
   // Embedding: d token_embd[inputs[n]] += dx[n]
-  for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
+  if (g.token_embd != nullptr) {
+    for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
+  }
+}
+
+void LlamaTrain::lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N) {
+  if (lora_ && lora_->adapts(target)) lora_->forward(pool_, layer, target, x, y, N);
+}
+
+void LlamaTrain::lora_backward(int layer, LoraTarget target, const float* x, const float* dy, float* dx, int64_t N) {
+  if (lora_ && lora_->adapts(target)) lora_->backward(pool_, layer, target, x, dy, dx, N);
 }
 
 }  // namespace koi::train

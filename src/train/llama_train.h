@@ -9,13 +9,15 @@
 //
 // forward() computes the mean cross-entropy of next-token prediction; backward() adds
 // loss_scale * d(sum of per-token losses)/d(params) into grads() (accumulation: call
-// zero_grad() yourself). Results do not depend on the number of threads: every reduction
+// zero_grad() yourself); with LoRA adapters (add_lora) the base is frozen and the gradient
+// goes to the adapters only. Results do not depend on the number of threads: every reduction
 // has a fixed order (the kernels' determinism contract), which is what makes a resumed run
 // bit-identical. Not thread-safe; the work runs on the ThreadPool given at construction,
 // whose owner must be the caller.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,17 +25,10 @@
 #include "base/thread_pool.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "train/lora.h"
+#include "train/param_tensor.h"
 
 namespace koi::train {
-
-// One named tensor inside the flat parameter buffer.
-struct ParamTensor {
-  std::string name;            // Hugging Face name: "model.layers.0.self_attn.q_proj.weight"
-  std::vector<int64_t> shape;  // row-major, outermost first
-  int64_t offset = 0;          // in floats
-  int64_t size = 0;
-  bool decay = false;          // weight decay applies (matrices and embeddings, not norms or biases)
-};
 
 // The parameter tensors of a config, in a fixed order; the last one ends at the total size.
 std::vector<ParamTensor> param_layout(const model::ModelConfig& config);
@@ -61,6 +56,17 @@ class LlamaTrain {
   const std::vector<float>& params() const { return params_; }
   std::vector<float>& grads() { return grads_; }
 
+  // Adds LoRA adapters (lora.h, initialised with seed) and freezes every base weight: from
+  // then on backward() computes only the adapters' gradients (the base gradient buffer is
+  // released) and forward() adds the adapters' outputs.
+  Status add_lora(const LoraConfig& config, uint64_t seed);
+  LoraAdapters* lora() { return lora_ ? &*lora_ : nullptr; }
+  const LoraAdapters* lora() const { return lora_ ? &*lora_ : nullptr; }
+  // What an optimizer updates: the adapters with LoRA, else every weight.
+  std::vector<float>& trainable_params() { return lora_ ? lora_->params() : params_; }
+  std::vector<float>& trainable_grads() { return lora_ ? lora_->grads() : grads_; }
+  const std::vector<ParamTensor>& trainable_layout() const { return lora_ ? lora_->layout() : layout_; }
+
   // GPT-2 style initialisation: N(0, 0.02) matrices and embeddings, output projections
   // (o_proj, down_proj) scaled by 1/sqrt(2 * n_layers), norms 1, biases 0.
   void init_random(uint64_t seed);
@@ -72,6 +78,9 @@ class LlamaTrain {
 
   // inputs, targets: (B, T) token ids; T <= max_seq_len. Returns the mean loss over N.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // (B*T, V) softmax of the logits of the last forward().
+  const float* probs() const { return probs_.data(); }
+  // Zeroes the gradients of what is trained (trainable_grads()).
   void zero_grad();
   // After forward(): grads += loss_scale * d(sum of the N token losses)/d(params).
   // loss_scale = 1/N gives the gradient of the mean loss.
@@ -83,11 +92,14 @@ class LlamaTrain {
   void resize_activations(int B, int T);
   void attention_forward(int layer);
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
+  void lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N);
+  void lora_backward(int layer, LoraTarget target, const float* x, const float* dy, float* dx, int64_t N);
 
   model::ModelConfig config_;
   ThreadPool* pool_;
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
+  std::optional<LoraAdapters> lora_;
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, D/2)
 
   // Activations of the last forward(), sized for B x T.

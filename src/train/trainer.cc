@@ -1,7 +1,9 @@
 #include "train/trainer.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,10 @@
 #include "base/file.h"
 #include "base/thread_pool.h"
 #include "train/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 #include "train/data.h"
+#include "train/data_parallel.h"
+#include "train/finetune.h"
 #include "train/llama_train.h"
 
 namespace koi::train {
@@ -69,17 +74,75 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-// Mean loss over eval_iters batches of a fixed sequence (the same batches at every call).
-float estimate_loss(LlamaTrain& model, const std::vector<int32_t>& tokens, const TrainConfig& c, int T,
-                    uint64_t seed) {
+// The corpus in tokens of the run's tokenizer: the fine-tuned model's, or the characters.
+Result<std::vector<int32_t>> encode_corpus(const TrainState& state, const std::string& text) {
+  if (!state.tokenizer) return CharVocab::from_chars(state.chars).encode(text);
+  KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::create(*state.tokenizer));
+  return tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
+}
+
+// Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
+// each rank computes its part of every batch.
+Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, const std::vector<int32_t>& tokens,
+                            const TrainConfig& c, int T, uint64_t seed) {
   BatchLoader loader(&tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
+  const int rank_batch = c.batch_size / comm.size();
+  const int64_t first = int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
-    sum += model.forward(inputs.data(), targets.data(), c.batch_size, T);
+    sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
   }
-  return static_cast<float>(sum / std::max(1, c.eval_iters));
+  KOI_RETURN_IF_ERROR(comm.allreduce_sum(&sum, 1, "allreduce eval loss"));
+  return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
+}
+
+// The fine-tuning keys. model.init_from takes the place of the shape keys and brings its
+// tokenizer (data.tokenizer "model"); LoRA needs a model to adapt.
+Status check_finetune_keys(const YAML::Node& root, const std::string& tokenizer,
+                           const std::vector<std::string>& lora_targets, const std::string& file_name, TrainConfig* c) {
+  if (!lora_targets.empty()) {
+    c->lora.targets.clear();
+    for (const std::string& name : lora_targets) {
+      Result<LoraTarget> t = lora_target_from_name(name);
+      if (!t.ok()) return t.status().with_prefix(file_name + ": train.lora_targets");
+      c->lora.targets.push_back(*t);
+    }
+  }
+  if (c->init_from.empty()) {
+    if (tokenizer != "char") {
+      return Status::unsupported(file_name + ": data.tokenizer '" + tokenizer +
+                                 "' is not supported yet; use char, or model with model.init_from");
+    }
+    if (c->lora.rank != 0) {
+      return Status::invalid_argument(file_name + ": train.lora_rank needs model.init_from (the model to adapt)");
+    }
+    return ok_status();
+  }
+  if (root["model"].size() != 1) {
+    return Status::invalid_argument(file_name + ": model.init_from takes the shape from that model; remove the other " +
+                                    "model keys");
+  }
+  if (tokenizer != "model") {
+    return Status::invalid_argument(file_name + ": data.tokenizer must be 'model' (the tokenizer of model.init_from) " +
+                                    "when fine-tuning");
+  }
+  if (c->lora.rank < 0) return Status::invalid_argument(file_name + ": train.lora_rank must be 0 (off) or more");
+  return ok_status();
+}
+
+// Fails unless every rank has rank 0's values: the same model size and resume point, so
+// that no rank trains something else silently.
+Status check_same_run(Communicator& comm, const std::vector<int64_t>& mine) {
+  std::vector<int64_t> root = mine;
+  KOI_RETURN_IF_ERROR(comm.broadcast(root.data(), static_cast<int64_t>(root.size() * sizeof(int64_t)), 0,
+                                     "broadcast run fingerprint"));
+  if (root == mine) return ok_status();
+  return Status::failed_precondition(fmt::format(
+      "rank {} has {} parameters and starts at step {} (loader position {}), rank 0 has {}, {} and {}; every rank "
+      "must run the same recipe on the same run directory",
+      comm.rank(), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
 }
 
 }  // namespace
@@ -97,13 +160,14 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   m.arch = "llama";
   m.rope_style = kernels::RopeStyle::kNeox;
   m.n_kv_heads = 0;
-  std::string tokenizer = "char";
+  std::string tokenizer;
+  std::vector<std::string> lora_targets;
   KOI_RETURN_IF_ERROR(read_section(root, "model",
                                    {field("dim", &m.dim), field("layers", &m.n_layers), field("heads", &m.n_heads),
                                     field("kv_heads", &m.n_kv_heads), field("ffn_dim", &m.ffn_dim),
                                     field("context", &m.max_seq_len), field("tied_embeddings", &m.tied_embeddings),
                                     field("qkv_bias", &m.qkv_bias), field("rope_theta", &m.rope_theta),
-                                    field("norm_eps", &m.norm_eps)},
+                                    field("norm_eps", &m.norm_eps), field("init_from", &c.init_from)},
                                    file_name));
   KOI_RETURN_IF_ERROR(read_section(
       root, "data", {field("text", &c.text_path), field("tokenizer", &tokenizer), field("val_fraction", &c.val_fraction)},
@@ -117,7 +181,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("grad_clip", &c.grad_clip), field("seed", &c.seed), field("eval_interval", &c.eval_interval),
        field("eval_iters", &c.eval_iters), field("log_interval", &c.log_interval),
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
-       field("out", &c.out_dir), field("threads", &c.threads)},
+       field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
+       field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
+       field("bucket_mb", &c.bucket_mb)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -125,140 +191,219 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
       return Status::invalid_argument(file_name + ": unknown section '" + s + "' (known: model, data, train)");
     }
   }
-  if (tokenizer != "char") {
-    return Status::unsupported(file_name + ": data.tokenizer '" + tokenizer + "' is not supported yet; use char");
-  }
+  if (tokenizer.empty()) tokenizer = c.init_from.empty() ? "char" : "model";
+  KOI_RETURN_IF_ERROR(check_finetune_keys(root, tokenizer, lora_targets, file_name, &c));
   if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
   if (m.n_heads > 0) m.head_dim = m.dim / m.n_heads;
-  if (c.seq_len == 0) c.seq_len = m.max_seq_len;
+  if (c.seq_len == 0 && c.init_from.empty()) c.seq_len = m.max_seq_len;
   if (c.schedule.decay_steps == 0) c.schedule.decay_steps = c.steps;
   if (c.text_path.empty()) return Status::invalid_argument(file_name + ": data.text (the corpus) is required");
   if (c.out_dir.empty()) return Status::invalid_argument(file_name + ": train.out (the run directory) is required");
-  if (c.seq_len > m.max_seq_len || c.seq_len < 1) {
+  if (c.init_from.empty() && (c.seq_len > m.max_seq_len || c.seq_len < 1)) {
     return Status::invalid_argument(file_name + ": train.seq_len must be between 1 and model.context");
   }
   if (c.batch_size < 1 || c.grad_accum < 1 || c.steps < 1) {
     return Status::invalid_argument(file_name + ": train.batch_size, grad_accum and steps must be at least 1");
   }
+  if (c.zero_stage != 0 && c.zero_stage != 1) {
+    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
+  }
+  if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.val_fraction > 0.0 && c.val_fraction < 1.0)) {
     return Status::invalid_argument(file_name + ": data.val_fraction must be between 0 and 1 (exclusive)");
   }
   return c;
 }
 
-Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop) {
+Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
+                                 Communicator* comm) {
+  LocalCommunicator local;
+  Communicator& cm = comm != nullptr ? *comm : local;
+  const int rank = cm.rank(), ranks = cm.size();
+  if (c.batch_size % ranks != 0) {
+    return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
+                                    std::to_string(ranks) + " ranks; use a multiple of the rank count");
+  }
   KOI_ASSIGN_OR_RETURN(std::string text, read_file(c.text_path));
-  CharVocab vocab = CharVocab::from_text(text);
-  std::string ckpt_dir;
+  std::optional<BaseModel> base;  // the model fine-tuned
   TrainState state;
+  if (c.init_from.empty()) {
+    state.chars = CharVocab::from_text(text).chars();
+  } else {
+    KOI_ASSIGN_OR_RETURN(base, load_base_model(c.init_from));
+    state.tokenizer = base->tokenizer;
+  }
+  std::string ckpt_dir;
   if (resume) {
     auto latest = latest_checkpoint(c.out_dir);
     if (latest.ok()) {
       ckpt_dir = *latest;
       KOI_ASSIGN_OR_RETURN(state, read_checkpoint_state(ckpt_dir));
-      vocab = CharVocab::from_chars(state.chars);
     } else if (latest.status().code() != StatusCode::kNotFound) {
       return latest.status();
     }
   }
-  KOI_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, vocab.encode(text));
+  KOI_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, encode_corpus(state, text));
   const size_t n_train = static_cast<size_t>(static_cast<double>(tokens.size()) * (1.0 - c.val_fraction));
   const std::vector<int32_t> train_tokens(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n_train));
   const std::vector<int32_t> val_tokens(tokens.begin() + static_cast<std::ptrdiff_t>(n_train), tokens.end());
-  const int T = c.seq_len, B = c.batch_size;
+  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / ranks;
+  const int64_t first = int64_t{rank} * rank_batch * T;  // this rank's first token of a batch
+  if (base && T > base->config.max_seq_len) {
+    return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
+                                    " (" + std::to_string(base->config.max_seq_len) + " tokens)");
+  }
   if (static_cast<int>(val_tokens.size()) <= T || static_cast<int>(train_tokens.size()) <= T) {
     return Status::invalid_argument(c.text_path + ": too short for windows of " + std::to_string(T + 1) +
                                     " tokens in both the train and validation parts");
   }
 
-  model::ModelConfig mc = c.model;
-  mc.n_vocab = vocab.n_vocab();
+  model::ModelConfig mc = base ? base->config : c.model;
+  if (!base) mc.n_vocab = CharVocab::from_chars(state.chars).n_vocab();
+  if (const int32_t top = *std::max_element(tokens.begin(), tokens.end()); top >= mc.n_vocab) {
+    return Status::invalid_argument(c.text_path + ": the tokenizer gives token id " + std::to_string(top) +
+                                    ", outside the model's vocabulary of " + std::to_string(mc.n_vocab));
+  }
   ThreadPool pool(c.threads);
   KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
-  AdamW opt(c.adam, static_cast<int64_t>(model.params().size()));
-  state.chars = vocab.chars();
-  if (ckpt_dir.empty()) {
+  if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
+  DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
+  if (ckpt_dir.empty() && base) {
+    KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
+  } else if (ckpt_dir.empty()) {
     model.init_random(c.seed);
   } else {
-    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &opt));
-    std::fprintf(stderr, "resuming from %s (step %lld)\n", ckpt_dir.c_str(), static_cast<long long>(state.step));
+    AdamW full(c.adam, static_cast<int64_t>(model.trainable_params().size()));
+    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &full));
+    opt.load_full_state(full);
+    if (rank == 0) {
+      std::fprintf(stderr, "resuming from %s (step %lld)\n", ckpt_dir.c_str(), static_cast<long long>(state.step));
+    }
   }
+  KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
+                                          static_cast<int64_t>(state.loader_position)}));
   std::error_code ec;
   std::filesystem::create_directories(c.out_dir, ec);
   if (ec) return Status::io_error(c.out_dir + ": cannot create the run directory: " + ec.message());
   const std::string metrics = path_join(c.out_dir, "metrics.jsonl");
-  std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %zu train / %zu val tokens; %d threads\n",
-               static_cast<long long>(model.params().size()), mc.n_vocab, train_tokens.size(), val_tokens.size(),
-               pool.num_threads());
+  if (rank == 0) {
+    const std::string parallel =
+        ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
+    std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %zu train / %zu val tokens; %d threads%s\n",
+                 static_cast<long long>(model.params().size()), mc.n_vocab, train_tokens.size(), val_tokens.size(),
+                 pool.num_threads(), parallel.c_str());
+    if (model.lora() != nullptr) {
+      std::fprintf(stderr, "LoRA rank %d, alpha %g: %zu trained parameters, the base is frozen\n", c.lora.rank,
+                   static_cast<double>(model.lora()->config().alpha), model.trainable_params().size());
+    }
+  }
 
   BatchLoader loader(&train_tokens, B, T, c.seed);
   loader.set_position(state.loader_position);
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   TrainResult result;
+  int64_t saved_step = -1;
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
-    KOI_ASSIGN_OR_RETURN(result.checkpoint, save_checkpoint(c.out_dir, state, model, opt));
-    prune_checkpoints(c.out_dir, c.keep_checkpoints);
-    return ok_status();
+    saved_step = state.step;
+    return opt.with_full_state([&](AdamW& full) -> Status {
+      if (rank != 0) return ok_status();
+      KOI_ASSIGN_OR_RETURN(result.checkpoint, save_checkpoint(c.out_dir, state, model, full));
+      prune_checkpoints(c.out_dir, c.keep_checkpoints);
+      return ok_status();
+    });
   };
-  auto evaluate = [&](bool with_train) {
-    const float val = estimate_loss(model, val_tokens, c, T, c.seed + 1);
-    const float train = with_train ? estimate_loss(model, train_tokens, c, T, c.seed + 2) : 0.0f;
+  auto evaluate = [&](bool with_train) -> Status {
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
+    float train = 0.0f;
+    if (with_train) {
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, cm, train_tokens, c, T, c.seed + 2));
+    }
+    result.val_loss = val, result.train_loss = train;
+    if (rank != 0) return ok_status();
     std::fprintf(stderr, "step %lld: val loss %.4f%s\n", static_cast<long long>(state.step), val,
                  with_train ? (", train loss " + std::to_string(train)).c_str() : "");
     append_line(metrics, "{\"step\":" + std::to_string(state.step) + ",\"val_loss\":" + std::to_string(val) +
                              (with_train ? ",\"train_loss\":" + std::to_string(train) : "") + "}");
-    result.val_loss = val, result.train_loss = train;
+    return ok_status();
   };
 
+  const int64_t bucket_floats = std::max<int64_t>(1, static_cast<int64_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
+  StragglerDetector stragglers(ranks);
+  // Summed over the ranks each step: [loss sum, ranks stopping, step ms of rank 0, 1, ...].
+  std::vector<double> step_stats(2 + ranks);
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
   while (state.step < c.steps) {
-    if (c.eval_interval > 0 && state.step % c.eval_interval == 0) evaluate(false);
+    cm.set_step(state.step + 1);
+    if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
     model.zero_grad();
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
-      loss += model.forward(inputs.data(), targets.data(), B, T);
+      loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
     }
-    loss /= c.grad_accum;
-    const float norm = clip_grad_norm(model.grads(), c.grad_clip);
+    std::fill(step_stats.begin(), step_stats.end(), 0.0);
+    step_stats[0] = loss;
+    step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
+    step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
+    KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
+    loss = step_stats[0] / B / c.grad_accum;
+    const float norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
     const float lr = lr_at(c.schedule, state.step);
-    opt.step(model.params(), model.grads(), model.layout(), lr);
+    KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr));
     ++state.step;
 
     const double step_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double avg = elapsed / static_cast<double>(state.step - first_step);
     const double tok_s = static_cast<double>(B) * T * c.grad_accum / step_secs;
-    if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
-      std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
-                   static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
-                   format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
-    }
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"step_ms\":%.3f}",
-                  static_cast<long long>(state.step), loss, lr, norm, tok_s, step_secs * 1e3);
-    append_line(metrics, line);
     result.seconds_per_step = avg;
+    if (rank == 0) {
+      if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
+        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
+                     static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
+                     format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
+      }
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,"
+                    "\"step_ms\":%.3f",
+                    static_cast<long long>(state.step), loss, lr, norm, tok_s, step_secs * 1e3);
+      std::string json = line;
+      if (ranks > 1) {
+        const std::vector<double> rank_ms(step_stats.begin() + 2, step_stats.end());
+        json += ",\"rank_ms\":[";
+        for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
+        json += "]";
+        for (int r : stragglers.observe(rank_ms)) {
+          std::fprintf(stderr,
+                       "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
+                       "(%.1f ms) for %d steps in a row\n",
+                       r, static_cast<long long>(state.step), rank_ms[r], stragglers.ratio(),
+                       StragglerDetector::median(rank_ms), stragglers.consecutive());
+        }
+      }
+      append_line(metrics, json + "}");
+    }
 
-    const bool stopping = stop != nullptr && stop->load();
+    const bool stopping = step_stats[1] > 0.0;
     if (stopping || (c.checkpoint_interval > 0 && state.step % c.checkpoint_interval == 0)) {
       KOI_RETURN_IF_ERROR(checkpoint());
     }
     if (stopping) {
-      result.steps = state.step;
       result.stopped = true;
-      return result;
+      break;
     }
   }
-  evaluate(true);
-  if (result.checkpoint.empty() || c.checkpoint_interval <= 0 || state.step % c.checkpoint_interval != 0) {
-    KOI_RETURN_IF_ERROR(checkpoint());
+  if (!result.stopped) {
+    KOI_RETURN_IF_ERROR(evaluate(true));
+    if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());
   }
+  KOI_RETURN_IF_ERROR(cm.barrier("barrier after the last checkpoint"));
   result.steps = state.step;
   return result;
 }

@@ -11,6 +11,15 @@
 // keep_checkpoints. With resume it continues from the newest complete checkpoint of OUT;
 // the result is bit-identical to a run that was never interrupted (the loader's batches
 // depend only on (seed, position), every kernel is deterministic).
+// Fine-tuning (init_from) takes the shape, the weights and the tokenizer of an existing
+// model instead (finetune.h); with lora.rank > 0 the base stays frozen and only LoRA
+// adapters are trained (lora.h).
+// Data parallel: given a Communicator of N ranks (`mpirun -np N koi train`), each rank
+// computes batch_size / N sequences of every batch, gradients are summed by bucketed
+// allreduce, AdamW runs on every rank or, with zero_stage 1, on each rank's shard
+// (data_parallel.h); rank 0 alone prints, writes metrics (with every rank's step time, and
+// flags stragglers) and writes checkpoints, which hold the full state and so resume on any
+// number of ranks. A collective that hangs fails the run with DeadlineExceeded (collectives.h).
 // One run per process; the work runs on a ThreadPool of `threads` threads.
 #pragma once
 
@@ -20,16 +29,20 @@
 
 #include "base/status.h"
 #include "model/model_config.h"
+#include "train/collectives.h"
+#include "train/lora.h"
 #include "train/optimizer.h"
 
 namespace koi::train {
 
 struct TrainConfig {
   model::ModelConfig model;  // n_vocab comes from the data; max_seq_len is the context
+  std::string init_from;     // fine-tune this model (GGUF or HF directory) instead of `model`
+  LoraConfig lora;           // rank > 0: train LoRA adapters of init_from only
   std::string text_path;     // the corpus (UTF-8 text)
   double val_fraction = 0.1;
   int batch_size = 12;
-  int seq_len = 0;  // 0: the context
+  int seq_len = 0;  // 0: the context (of init_from's model when fine-tuning)
   int steps = 1000;
   int grad_accum = 1;
   LrSchedule schedule;
@@ -43,6 +56,8 @@ struct TrainConfig {
   int keep_checkpoints = 2;
   std::string out_dir;
   int threads = 0;  // 0: the physical cores
+  int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
+  double bucket_mb = 25.0;  // size of a gradient allreduce bucket
 };
 
 // Parses a recipe (sections model, data, train; see recipes/shakespeare_char.yaml). Unknown
@@ -55,9 +70,12 @@ struct TrainResult {
   float train_loss = 0.0f;   // final estimates (eval_iters batches each); 0 when stopped
   float val_loss = 0.0f;
   double seconds_per_step = 0.0;  // average over the steps of this process
-  std::string checkpoint;    // the last checkpoint written
+  std::string checkpoint;    // the last checkpoint written (on rank 0)
 };
 
-Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop);
+// comm: the data-parallel ranks (nullptr: this process alone). Every rank calls it with the
+// same config; *stop on any rank stops them all at the same step.
+Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop,
+                                 Communicator* comm = nullptr);
 
 }  // namespace koi::train

@@ -33,7 +33,7 @@ TEST(ParseTrainConfig, ErrorsNameTheKey) {
   auto no_out = parse_train_config("model: {dim: 8, heads: 2}\ndata: {text: a.txt}\n", "r.yaml");
   EXPECT_EQ(no_out.status().message(), "r.yaml: train.out (the run directory) is required");
   auto bpe = parse_train_config("data: {text: a.txt, tokenizer: bpe}\n", "r.yaml");
-  EXPECT_EQ(bpe.status().message(), "r.yaml: data.tokenizer 'bpe' is not supported yet; use char");
+  EXPECT_EQ(bpe.status().message(), "r.yaml: data.tokenizer 'bpe' is not supported yet; use char, or model with model.init_from");
 }
 
 }  // namespace

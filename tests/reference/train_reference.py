@@ -10,6 +10,11 @@ initial weights, Hugging Face names, float32), computes in float64 with autograd
     warmup + cosine learning rate, torch.optim.AdamW with weight decay on matrices only),
 and writes DIR/reference.safetensors: "loss" [1], "grad.<name>" and "losses" [steps]
 (float32). Shares no code with Koi (llm.c's test_gpt2 approach).
+
+With "lora": {"alpha", "rank"} in case.json, DIR/adapter_model.safetensors holds LoRA
+adapters with PEFT's names; every projection that has one computes
+x W^T + alpha/rank (x A^T) B^T (PEFT's LoRA Linear), the base weights are frozen, and the
+gradients and the AdamW steps are those of the adapters.
 """
 import json
 import math
@@ -71,8 +76,16 @@ def rope(x, pos, theta, style):
     return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
 
 
-def loss_fn(P, c, inputs, targets):
+def loss_fn(P, c, inputs, targets, lora):
     B, T = inputs.shape
+
+    def linear(x, module):
+        y = x @ P[module + ".weight"].T
+        a = lora.get("base_model.model." + module + ".lora_A.weight")
+        if a is not None:
+            y = y + lora["scale"] * (x @ a.T) @ lora["base_model.model." + module + ".lora_B.weight"].T
+        return y
+
     H, KV, D = c["n_heads"], c["n_kv_heads"], c["dim"] // c["n_heads"]
     pos = torch.arange(T)
     x = P["model.embed_tokens.weight"][inputs]
@@ -82,7 +95,7 @@ def loss_fn(P, c, inputs, targets):
         h = rmsnorm(x, P[p + "input_layernorm.weight"], c["norm_eps"])
 
         def proj(name):
-            y = h @ P[p + f"self_attn.{name}.weight"].T
+            y = linear(h, p + f"self_attn.{name}")
             bias = P.get(p + f"self_attn.{name}.bias")
             return y if bias is None else y + bias
 
@@ -94,10 +107,10 @@ def loss_fn(P, c, inputs, targets):
         att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(D)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)
         o = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, H * D)
-        x = x + o @ P[p + "self_attn.o_proj.weight"].T
+        x = x + linear(o, p + "self_attn.o_proj")
         h = rmsnorm(x, P[p + "post_attention_layernorm.weight"], c["norm_eps"])
-        g = torch.nn.functional.silu(h @ P[p + "mlp.gate_proj.weight"].T) * (h @ P[p + "mlp.up_proj.weight"].T)
-        x = x + g @ P[p + "mlp.down_proj.weight"].T
+        g = torch.nn.functional.silu(linear(h, p + "mlp.gate_proj")) * linear(h, p + "mlp.up_proj")
+        x = x + linear(g, p + "mlp.down_proj")
     x = rmsnorm(x, P["model.norm.weight"], c["norm_eps"])
     head = P["model.embed_tokens.weight"] if c["tied_embeddings"] else P["lm_head.weight"]
     logits = x @ head.T
@@ -119,22 +132,27 @@ def main():
         case = json.load(f)
     c, o = case["model"], case["optim"]
     P = read_safetensors(os.path.join(d, "init.safetensors"))
-    for t in P.values():
+    lora = {}
+    trained = P
+    if "lora" in case:
+        trained = read_safetensors(os.path.join(d, "adapter_model.safetensors"))
+        lora = dict(trained, scale=case["lora"]["alpha"] / case["lora"]["rank"])
+    for t in trained.values():
         t.requires_grad_(True)
     inputs = torch.tensor(case["inputs"], dtype=torch.long)
     targets = torch.tensor(case["targets"], dtype=torch.long)
 
     out = {}
-    loss = loss_fn(P, c, inputs, targets)
+    loss = loss_fn(P, c, inputs, targets, lora)
     loss.backward()
     out["loss"] = loss.detach().reshape(1)
-    for name, t in P.items():
+    for name, t in trained.items():
         out["grad." + name] = t.grad.clone()
         t.grad = None
 
-    names = sorted(P)
-    decay = [P[n] for n in names if P[n].dim() >= 2]
-    no_decay = [P[n] for n in names if P[n].dim() < 2]
+    names = sorted(trained)
+    decay = [trained[n] for n in names if trained[n].dim() >= 2]
+    no_decay = [trained[n] for n in names if trained[n].dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
@@ -142,10 +160,10 @@ def main():
     for step in range(o["steps"]):
         for group in opt.param_groups:
             group["lr"] = lr_at(o, step)
-        loss = loss_fn(P, c, inputs, targets)
+        loss = loss_fn(P, c, inputs, targets, lora)
         losses.append(loss.item())
         loss.backward()
-        torch.nn.utils.clip_grad_norm_([P[n] for n in names], o["grad_clip"])
+        torch.nn.utils.clip_grad_norm_([trained[n] for n in names], o["grad_clip"])
         opt.step()
         opt.zero_grad()
     out["losses"] = torch.tensor(losses, dtype=torch.float64)

@@ -1,0 +1,200 @@
+#include "train/collectives.h"
+
+// The C API only: OpenMPI's mpi.h otherwise pulls in its C++ bindings, which live in a
+// library we do not link.
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "base/check.h"
+#include "train/watchdog.h"
+
+namespace koi::train {
+namespace {
+
+constexpr int kRollCallTag = 7301;  // point-to-point "I am alive" messages after a timeout
+constexpr double kSpinSeconds = 1e-3;  // poll a collective flat out this long, then sleep between polls
+constexpr auto kPollSleep = std::chrono::microseconds(50);
+
+int mpi_count(int64_t n) {
+  KOI_CHECK(n >= 0 && n <= INT_MAX);
+  return static_cast<int>(n);
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(int rank, int size, double timeout_s)
+      : rank_(rank), size_(size), watchdog_(rank, timeout_s, &SystemClock::instance()), heard_(size, 0),
+        answered_(size, 0) {
+    // Past twice the timeout the rank is stuck somewhere it cannot poll: end it.
+    watchdog_.start_thread(timeout_s);
+  }
+  ~MpiCommunicator() override { MPI_Finalize(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void set_step(int64_t step) override { step_ = step; }
+
+  Status allreduce_sum(float* data, int64_t n, std::string_view what) override {
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    return wait(&request, what);
+  }
+  Status allreduce_sum(double* data, int64_t n, std::string_view what) override {
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
+    return wait(&request, what);
+  }
+  Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override {
+    KOI_CHECK(static_cast<int>(counts.size()) == size_);
+    std::vector<int> mpi_counts(counts.size()), displs(counts.size());
+    int64_t offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      mpi_counts[r] = mpi_count(counts[r]);
+      displs[r] = mpi_count(offset);
+      offset += counts[r];
+    }
+    MPI_Request request;
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, mpi_counts.data(), displs.data(), MPI_FLOAT,
+                    MPI_COMM_WORLD, &request);
+    return wait(&request, what);
+  }
+  Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
+    MPI_Request request;
+    MPI_Ibcast(data, mpi_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    return wait(&request, what);
+  }
+  Status barrier(std::string_view what) override {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    return wait(&request, what);
+  }
+  [[noreturn]] void abort(int exit_code) override {
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);
+  }
+
+ private:
+  // Polls request until it completes or the watchdog says it is overdue; then runs the roll
+  // call and returns DeadlineExceeded, leaving the watchdog armed as a backstop until abort().
+  Status wait(MPI_Request* request, std::string_view what) {
+    watchdog_.begin(what, step_);
+    const auto start = std::chrono::steady_clock::now();
+    for (int done = 0;;) {
+      MPI_Test(request, &done, MPI_STATUS_IGNORE);
+      if (done) break;
+      answer_roll_calls();
+      if (std::optional<std::string> message = watchdog_.overdue()) {
+        return Status::deadline_exceeded(*message + roll_call());
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSpinSeconds) {
+        std::this_thread::sleep_for(kPollSleep);
+      }
+    }
+    watchdog_.end();
+    return ok_status();
+  }
+
+  // Sends this rank's roll-call message to peer once.
+  void call(int peer) {
+    if (answered_[peer]) return;
+    answered_[peer] = 1;
+    MPI_Request request;
+    MPI_Isend(&rank_, 1, MPI_INT, peer, kRollCallTag, MPI_COMM_WORLD, &request);
+    MPI_Request_free(&request);  // rank_ outlives the send
+  }
+
+  // Receives one pending roll-call message, if any; records and answers its sender.
+  bool receive_roll_call() {
+    int pending = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, MPI_COMM_WORLD, &pending, &status);
+    if (!pending) return false;
+    int sender = 0;
+    MPI_Recv(&sender, 1, MPI_INT, status.MPI_SOURCE, kRollCallTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    heard_[status.MPI_SOURCE] = 1;
+    call(status.MPI_SOURCE);
+    return true;
+  }
+
+  void answer_roll_calls() {
+    while (receive_roll_call()) {
+    }
+  }
+
+  // After a timeout: tells every peer this rank is alive and listens for their answers for a
+  // grace period. Returns the message's tail naming the peers that stayed silent.
+  std::string roll_call() {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) call(peer);
+    }
+    const double grace_s = std::min(2.0, watchdog_.timeout_s() / 2);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    auto silent = [&] {
+      std::vector<int> out;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_ && !heard_[peer]) out.push_back(peer);
+      }
+      return out;
+    };
+    while (!silent().empty() && std::chrono::steady_clock::now() < deadline) {
+      if (!receive_roll_call()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const std::vector<int> missing = silent();
+    if (missing.empty()) return "; every peer answered a roll call, so the collective itself is stuck";
+    std::string out = "; not responding:";
+    for (size_t i = 0; i < missing.size(); ++i) out += (i ? ", rank " : " rank ") + std::to_string(missing[i]);
+    return out;
+  }
+
+  const int rank_, size_;
+  int64_t step_ = 0;
+  Watchdog watchdog_;
+  std::vector<char> heard_;     // peers whose roll-call message arrived
+  std::vector<char> answered_;  // peers this rank has sent its own roll-call message
+};
+
+}  // namespace
+
+void LocalCommunicator::abort(int exit_code) {
+  std::fflush(stderr);
+  std::_Exit(exit_code);
+}
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+Result<std::unique_ptr<Communicator>> create_mpi_communicator(double collective_timeout_s) {
+  if (!(collective_timeout_s > 0.0)) {
+    return Status::invalid_argument("the collective timeout must be positive (--collective-timeout SECONDS)");
+  }
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    return Status::unavailable("MPI_Init_thread failed; start the ranks with mpirun (Debian's openmpi-bin)");
+  }
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    return Status::unsupported("the MPI library does not support MPI_THREAD_FUNNELED, which the trainer needs");
+  }
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::unique_ptr<Communicator>(new MpiCommunicator(rank, size, collective_timeout_s));
+}
+
+Result<std::unique_ptr<Communicator>> create_communicator(double collective_timeout_s) {
+  if (launched_by_mpirun()) return create_mpi_communicator(collective_timeout_s);
+  return std::unique_ptr<Communicator>(new LocalCommunicator());
+}
+
+}  // namespace koi::train

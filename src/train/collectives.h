@@ -1,0 +1,73 @@
+// Communicator: the collectives data-parallel training needs (sum-allreduce, allgather,
+// broadcast, barrier) behind one small interface, with two implementations:
+//   LocalCommunicator  one process, size 1; every collective is a no-op.
+//   MPI                `mpirun -np N koi train ...`: MPI_COMM_WORLD through Debian's OpenMPI.
+// Every collective is in place and names itself (`what`, "allreduce grads bucket 3") so that
+// a hang can be reported. The MPI implementation issues non-blocking collectives and polls
+// them against a Watchdog deadline (watchdog.h): when a collective has not completed within
+// the timeout, it asks every peer to answer a roll call and returns DeadlineExceeded with
+//   watchdog: rank 0 step 12: collective 'allreduce grads bucket 3' did not complete within
+//   5 s; not responding: rank 1
+// The process must then call abort(), not return normally:
+// MPI cannot be shut down with a collective pending. A watchdog thread ends a rank still
+// blocked at twice the timeout (stuck where it cannot poll). Errors inside MPI end the job (MPI's
+// default handler). Not thread-safe: one thread (the training loop) calls the collectives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace koi::train {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The training step in progress; only used to name a collective that hangs.
+  virtual void set_step(int64_t step) = 0;
+
+  // data[i] = sum over ranks of data[i]; every rank gets the same result.
+  virtual Status allreduce_sum(float* data, int64_t n, std::string_view what) = 0;
+  virtual Status allreduce_sum(double* data, int64_t n, std::string_view what) = 0;
+  // Rank r's part is data[offset_r, offset_r + counts[r]) with offset_r = counts[0] + ... +
+  // counts[r-1]; on return every rank holds every part. counts has size() entries.
+  virtual Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) = 0;
+  // Copies root's bytes to every rank.
+  virtual Status broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
+  virtual Status barrier(std::string_view what) = 0;
+  // Ends every rank of the job with exit_code; for a job that cannot continue.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void set_step(int64_t) override {}
+  Status allreduce_sum(float*, int64_t, std::string_view) override { return ok_status(); }
+  Status allreduce_sum(double*, int64_t, std::string_view) override { return ok_status(); }
+  Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
+  Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
+  Status barrier(std::string_view) override { return ok_status(); }
+  [[noreturn]] void abort(int exit_code) override;
+};
+
+// True when this process was started by mpirun (OpenMPI's OMPI_COMM_WORLD_SIZE or a PMI(x)
+// launcher's variables are set).
+bool launched_by_mpirun();
+
+// The MPI communicator over MPI_COMM_WORLD (initialises MPI; the destructor finalises it).
+// collective_timeout_s > 0 bounds every collective. At most one per process.
+Result<std::unique_ptr<Communicator>> create_mpi_communicator(double collective_timeout_s);
+
+// MPI when launched_by_mpirun(), else a LocalCommunicator.
+Result<std::unique_ptr<Communicator>> create_communicator(double collective_timeout_s);
+
+}  // namespace koi::train

@@ -1,0 +1,77 @@
+# Shared by the tests/train_mpi_*.sh scripts (sourced): a tiny corpus and recipe in a temp
+# directory, the mpirun command line, and loss-curve comparison.
+# Expects KOI and SHARED to be set; defines WORK, RECIPE, MPIRUN (an array).
+set -euo pipefail
+WORK=$(mktemp -d)
+head -c 60000 "$SHARED/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
+
+# write_recipe STEPS [KEEP]: the recipe every run of a test shares (2 ranks x 2 sequences),
+# a checkpoint every 5 steps, the newest KEEP (default 100) kept.
+write_recipe() {
+  RECIPE=$WORK/tiny.yaml
+  cat > "$RECIPE" <<YAML
+model: {dim: 32, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 64, context: 16}
+data: {text: $WORK/corpus.txt, tokenizer: char}
+train: {batch_size: 4, steps: $1, lr: 3.0e-3, warmup_steps: 5, seed: 7, checkpoint_interval: 5,
+        keep_checkpoints: ${2:-100}, log_interval: 0, eval_iters: 2, threads: 1, out: $WORK/unused}
+YAML
+}
+
+# Debian's OpenMPI in a container: ranks as root, more ranks than cores, no core binding
+# (each rank has its own thread pool).
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+if [ "$(id -u)" -eq 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+
+# losses RUN: "step loss" per line from RUN/metrics.jsonl.
+losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([-0-9.e+]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
+
+# max_loss_diff A B: the largest |loss difference| over the steps both runs logged; fails
+# when they share no step.
+max_loss_diff() {
+  awk 'NR == FNR { a[$1] = $2; next }
+       ($1 in a) { d = $2 - a[$1]; if (d < 0) d = -d; if (d > m) m = d; n++ }
+       END { if (n == 0) exit 1; printf "%.2e over %d steps\n", m, n }' <(losses "$1") <(losses "$2")
+}
+
+# expect_close A B TOL WHAT: fails the test unless every shared step's loss is within TOL.
+expect_close() {
+  local out
+  out=$(max_loss_diff "$1" "$2") || { echo "FAIL: $4: no common steps"; exit 1; }
+  echo "$4: max |loss diff| $out"
+  awk -v d="${out%% *}" -v tol="$3" 'BEGIN { exit !(d + 0 <= tol + 0) }' || { echo "FAIL: $4 exceeds $3"; exit 1; }
+}
+
+# expect_same_checkpoint A B STEP WHAT: weights and optimizer state are byte for byte equal.
+expect_same_checkpoint() {
+  local f
+  for f in model.safetensors optimizer.safetensors; do
+    cmp "$1/ckpt-$3/$f" "$2/ckpt-$3/$f" || { echo "FAIL: $4: $f differs"; exit 1; }
+  done
+  echo "$4: checkpoint $3 identical"
+}
+
+# rank_pid PARENT_PATTERN RANK: the pid of the koi process of that MPI rank whose command
+# line contains PARENT_PATTERN (the run directory).
+rank_pid() {
+  local p
+  for p in $(pgrep -f -- "$1"); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+       tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "koi train"; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# wait_for_step RUN STEP PID: until RUN/metrics.jsonl logged STEP (fails if PID exits first).
+wait_for_step() {
+  local step
+  while kill -0 "$3" 2>/dev/null; do
+    step=$(losses "$1" 2>/dev/null | tail -n 1 | cut -d' ' -f1 || true)
+    if [ -n "$step" ] && [ "$step" -ge "$2" ]; then return 0; fi
+    sleep 0.01
+  done
+  echo "FAIL: the run ended before step $2"
+  exit 1
+}
