@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "base/svg_chart.h"
 #include "cluster/simulator.h"
 
 namespace koi::cluster {
@@ -65,30 +66,18 @@ std::string sim_json(const SimResult& r) {
 }
 
 std::string sim_svg(const SimResult& r) {
-  constexpr double kW = 640, kH = 320, kLeft = 60, kRight = 20, kTop = 30, kBottom = 50;
-  double x_max = r.curve.empty() ? 1 : r.curve.back().first;
-  if (x_max <= 0) x_max = 1;
-  auto x = [&](double v) { return kLeft + (kW - kLeft - kRight) * v / x_max; };
-  auto y = [&](double v) { return kH - kBottom - (kH - kTop - kBottom) * v; };
-  std::string points;
-  for (const auto& [t, a] : r.curve) points += fmt::format("{:.1f},{:.1f} ", x(t), y(a));
-  bool fill = r.mode == "fill";
-  std::string out = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<text x=\"{}\" y=\"18\">GPU allocation rate: policy {} ({})</text>\n",
-      kW, kH, kLeft, r.policy, r.mode);
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", kLeft, y(0), kW - kRight);
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", kLeft, y(0), y(1));
-  for (int tick = 0; tick <= 4; ++tick) {
-    double v = tick / 4.0;
-    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.0f}%</text>\n", kLeft - 6, y(v) + 4, v * 100);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x(v * x_max), kH - kBottom + 16,
-                       fill ? fmt::format("{:.0f}%", v * x_max * 100) : fmt::format("{:.3g}h", v * x_max / 3600));
-  }
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (kLeft + kW - kRight) / 2, kH - 12,
-                     fill ? "arrived GPU demand (% of capacity)" : "time since first arrival");
-  out += fmt::format("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{}\"/>\n</svg>\n", points);
-  return out;
+  const bool fill = r.mode == "fill";
+  SvgChart chart;
+  chart.title = fmt::format("GPU allocation rate: policy {} ({})", r.policy, r.mode);
+  chart.x_label = fill ? "arrived GPU demand (% of capacity)" : "time since first arrival";
+  chart.series.push_back({"allocation", "#1f77b4", r.curve});
+  chart.x_min = 0;
+  chart.x_max = r.curve.empty() || r.curve.back().first <= 0 ? 1 : r.curve.back().first;
+  chart.y_min = 0;
+  chart.y_max = 1;
+  chart.y_tick = [](double v) { return fmt::format("{:.0f}%", v * 100); };
+  chart.x_tick = [fill](double v) { return fill ? fmt::format("{:.0f}%", v * 100) : fmt::format("{:.3g}h", v / 3600); };
+  return chart.render();
 }
 
 }  // namespace koi::cluster
