@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/llama_runner.h"
 #include "model/llama.h"
 #include "model/llama2c.h"
@@ -18,28 +19,10 @@
 namespace koi::engine {
 namespace {
 
+using test_util::greedy;
 using Ids = std::vector<int32_t>;
 constexpr int kBlockSize = 16;
 constexpr int kNumRequests = 32;
-
-std::unique_ptr<model::LlamaModel> stories260k() {
-  auto loaded = model::load_llama2c(std::string(KOI_SHARED_DIR) + "/models/stories260K/stories260K.bin");
-  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
-  return std::make_unique<model::LlamaModel>(loaded->config, std::move(loaded->weights));
-}
-
-std::unique_ptr<model::LlamaModel> random_tiny() {
-  model::ModelConfig c = *model::named_shape("tiny");
-  return std::make_unique<model::LlamaModel>(c, model::random_weights(c, 7));
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
 
 // 32 prompts in 4 families: each family shares a 48-token prefix (3 full blocks), then has
 // its own suffix of 3 to 130 tokens; outputs of 8 to 39 tokens.
@@ -101,17 +84,17 @@ void expect_batch_invariant(model::LlamaModel& m) {
 }
 
 TEST(EngineBatchTest, Stories260kIsBatchInvariant) {
-  auto m = stories260k();
+  auto m = test_util::load_stories260k();
   expect_batch_invariant(*m);
 }
 
 TEST(EngineBatchTest, RandomTinyModelIsBatchInvariant) {
-  auto m = random_tiny();
+  auto m = test_util::random_tiny(7);
   expect_batch_invariant(*m);
 }
 
 TEST(EngineBatchTest, SharedThousandTokenPrefixIsComputedOnce) {
-  auto m = random_tiny();  // context 2048
+  auto m = test_util::random_tiny(7);  // context 2048
   Ids prefix = {1};
   for (int i = 1; i < 1000; ++i) prefix.push_back(3 + (i * 53) % 500);
   Ids second_prompt = prefix;

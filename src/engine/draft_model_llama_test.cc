@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/engine_test_util.h"
 #include "engine/engine.h"
 #include "engine/llama_runner.h"
 #include "model/llama.h"
@@ -19,31 +20,10 @@
 namespace koi::engine {
 namespace {
 
+using test_util::greedy;
 using Ids = std::vector<int32_t>;
 constexpr int kBlockSize = 16;
 constexpr int kDraftBlocks = 64;
-
-std::unique_ptr<model::LlamaModel> load_stories() {
-  auto loaded = model::load_llama2c(std::string(KOI_SHARED_DIR) + "/models/stories260K/stories260K.bin");
-  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
-  return std::make_unique<model::LlamaModel>(std::move(loaded->config), std::move(loaded->weights));
-}
-
-// model::named_shape("tiny") with random weights and the target's vocabulary.
-std::unique_ptr<model::LlamaModel> random_tiny(int n_vocab) {
-  model::ModelConfig config = *model::named_shape("tiny");
-  config.n_vocab = n_vocab;
-  model::ModelWeights weights = model::random_weights(config, 11);
-  return std::make_unique<model::LlamaModel>(std::move(config), std::move(weights));
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
 
 Ids prompt_of(int len, int32_t salt) {
   Ids p = {1};  // BOS
@@ -99,8 +79,8 @@ CrowdRun run_crowd(model::LlamaModel& target, model::LlamaModel* draft, int num_
 }
 
 TEST(DraftModelLlamaTest, GreedyOutputIsUnchangedWithStoriesOrRandomDraft) {
-  std::unique_ptr<model::LlamaModel> stories = load_stories();
-  std::unique_ptr<model::LlamaModel> tiny = random_tiny(stories->config().n_vocab);
+  std::unique_ptr<model::LlamaModel> stories = test_util::load_stories260k();
+  std::unique_ptr<model::LlamaModel> tiny = test_util::random_tiny(11, stories->config().n_vocab);
   const CrowdRun baseline = run_crowd(*stories, nullptr, 64, 2048);
   ASSERT_EQ(baseline.tokens.at("story").size(), 80u);
 
@@ -144,7 +124,7 @@ TEST(DraftModelLlamaTest, GreedyOutputIsUnchangedWithStoriesOrRandomDraft) {
 // u * q < p holds for every draft, and a misaligned position or history would show as a
 // rejection.
 TEST(DraftModelLlamaTest, SamplingWithTheTargetAsDraftAcceptsEveryDraft) {
-  std::unique_ptr<model::LlamaModel> stories = load_stories();
+  std::unique_ptr<model::LlamaModel> stories = test_util::load_stories260k();
   SamplingParams params;
   params.temperature = 0.8f;
   params.top_p = 0.9f;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/llama_runner.h"
 #include "model/llama.h"
 #include "model/llama2c.h"
@@ -14,6 +15,7 @@
 namespace koi::engine {
 namespace {
 
+using test_util::greedy;
 using Ids = std::vector<int32_t>;
 constexpr int kBlockSize = 16;
 
@@ -48,14 +50,6 @@ EngineConfig config_with(int num_blocks, int budget) {
   c.max_num_batched_tokens = budget;
   c.max_num_seqs = 16;
   return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 Ids prompt_of(int len, int32_t salt) {
