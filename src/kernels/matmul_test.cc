@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/random.h"
-#include "kernels/isa.h"
+#include "kernels/isa_testing.h"
 #include "kernels/ops.h"
 #include "kernels/simd.h"
 
@@ -14,22 +14,6 @@ namespace koi::kernels {
 namespace {
 
 constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
-
-// Runs the body of a test at one level and restores the detected one.
-class ScopedIsa {
- public:
-  explicit ScopedIsa(Isa isa) : previous_(set_isa(isa)) {}
-  ~ScopedIsa() { set_isa(previous_); }
-
- private:
-  Isa previous_;
-};
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
-  return out;
-}
 
 bool quantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
 

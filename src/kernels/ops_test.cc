@@ -6,26 +6,11 @@
 #include <vector>
 
 #include "base/random.h"
-#include "kernels/isa.h"
+#include "kernels/isa_testing.h"
 #include "kernels/ops.h"
 
 namespace koi::kernels {
 namespace {
-
-class ScopedIsa {
- public:
-  explicit ScopedIsa(Isa isa) : previous_(set_isa(isa)) {}
-  ~ScopedIsa() { set_isa(previous_); }
-
- private:
-  Isa previous_;
-};
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
-  return out;
-}
 
 // Awkward lengths: below, at and past the vector widths, and a model row.
 constexpr int64_t kSizes[] = {1, 7, 8, 33, 67, 131, 2048};

@@ -34,9 +34,9 @@ def write_safetensors(path, tensors, dtype):
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
         if dtype == "BF16":
-            raw = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
+            raw = t.detach().to(torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
         else:
-            raw = t.to(torch.float32).contiguous().numpy().tobytes()
+            raw = t.detach().to(torch.float32).contiguous().numpy().tobytes()
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)

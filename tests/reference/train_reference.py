@@ -25,6 +25,8 @@ import sys
 import numpy as np
 import torch
 
+from tiny_models import rmsnorm, write_safetensors  # same folder: one safetensors writer, one RMSNorm
+
 
 def read_safetensors(path):
     with open(path, "rb") as f:
@@ -40,26 +42,6 @@ def read_safetensors(path):
         arr = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(info["shape"])
         out[name] = torch.tensor(arr.copy(), dtype=torch.float64)
     return out
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        raw = t.detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-def rmsnorm(x, w, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
 def rope(x, pos, theta, style):
@@ -167,7 +149,7 @@ def main():
         opt.step()
         opt.zero_grad()
     out["losses"] = torch.tensor(losses, dtype=torch.float64)
-    write_safetensors(os.path.join(d, "reference.safetensors"), out)
+    write_safetensors(os.path.join(d, "reference.safetensors"), out, "F32")
 
 
 if __name__ == "__main__":
