@@ -53,7 +53,7 @@ def main():
         inputs = torch.randint(0, a.vocab, (a.batch, a.context))
         targets = torch.randint(0, a.vocab, (a.batch, a.context))
         t0 = time.perf_counter()
-        loss = loss_fn(P, c, inputs, targets)
+        loss = loss_fn(P, c, inputs, targets, {})
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
         opt.step()

@@ -8,8 +8,10 @@ source "$(dirname "$0")/train_mpi_lib.sh"
 slow=""
 trap 'if [ -n "$slow" ]; then kill -CONT "$slow" 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
 write_recipe 1000000
-# Steps long enough (~10 ms) that each of rank 1's steps spans a SIGSTOP.
-sed -i 's/^model: .*/model: {dim: 64, layers: 2, heads: 4, ffn_dim: 128, context: 64}/' "$RECIPE"
+# Steps long enough (~10 ms) that each of rank 1's steps spans a SIGSTOP, and no checkpoint
+# writes in between (the stop checkpoints).
+sed -i 's/^model: .*/model: {dim: 128, layers: 4, heads: 4, ffn_dim: 352, context: 64}/' "$RECIPE"
+sed -i 's/checkpoint_interval: 5/checkpoint_interval: 0/' "$RECIPE"
 
 "${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/run" > "$WORK/out.txt" 2>&1 &
 job=$!

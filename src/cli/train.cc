@@ -3,8 +3,9 @@
 // `mpirun -np N` the ranks train data parallel (train/collectives.h); with --nproc N or
 // --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
 // --lora-rank R trains LoRA adapters of the recipe's model.init_from only.
-// koi train export: a checkpoint of a run to a GGUF file with its tokenizer (LoRA adapters
-// merged in), and/or its adapters alone as a PEFT directory (--adapter).
+// koi train export: a checkpoint of a run to a GGUF file (or with --format hf a Hugging Face
+// directory) with its tokenizer (LoRA adapters merged in), and/or its adapters alone as a
+// PEFT directory (--adapter).
 #include <csignal>
 #include <cstdio>
 
@@ -117,12 +118,15 @@ Runner setup_train(CLI::App* app) {
 struct ExportOptions {
   std::string run;
   std::string output;
+  std::string format = "gguf";
   std::string adapter;
   std::string type = "f32";
 };
 
 int run_export(const ExportOptions& o) {
-  if (o.output.empty() && o.adapter.empty()) return fail("koi train export needs -o MODEL.gguf, --adapter DIR or both");
+  if (o.output.empty() && o.adapter.empty()) {
+    return fail("koi train export needs -o MODEL.gguf, --adapter DIR or both (--format hf -o DIR: a directory)");
+  }
   std::string ckpt = o.run;
   if (!file_exists(path_join(ckpt, "state.json"))) {
     auto latest = train::latest_checkpoint(o.run);
@@ -136,7 +140,9 @@ int run_export(const ExportOptions& o) {
   if (o.output.empty()) return 0;
   auto type = dtype_from_name(o.type);
   if (!type) return fail("--type must be one of f32, f16, bf16, q8_0, q4_0; got '" + o.type + "'");
-  if (Status s = train::export_gguf(ckpt, o.output, *type); !s.ok()) return fail(s.message());
+  const Status s =
+      o.format == "hf" ? train::export_hf(ckpt, o.output, *type) : train::export_gguf(ckpt, o.output, *type);
+  if (!s.ok()) return fail(s.message());
   std::printf("exported %s to %s\n", ckpt.c_str(), o.output.c_str());
   return 0;
 }
@@ -144,13 +150,20 @@ int run_export(const ExportOptions& o) {
 Runner setup_export(CLI::App* app) {
   auto o = std::make_shared<ExportOptions>();
   app->add_option("run", o->run, "run directory (its newest checkpoint) or a checkpoint directory")->required();
-  app->add_option("-o,--output", o->output, "GGUF file to write (LoRA adapters merged into the weights)");
+  app->add_option("-o,--output", o->output,
+                  "GGUF file (--format hf: directory) to write, LoRA adapters merged into the weights");
+  app->add_option("--format", o->format, "gguf: one GGUF file; hf: a Hugging Face model directory")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gguf", "hf"}));
   app->add_option("--adapter", o->adapter, "directory to write the LoRA adapters to (PEFT format)");
-  app->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0")->capture_default_str();
+  app->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0 (hf: f32, f16, bf16)")
+      ->capture_default_str();
   return [o] { return run_export(*o); };
 }
 
 }  // namespace
 KOI_COMMAND(train, "train a model from a YAML recipe (koi train --config recipes/shakespeare_char.yaml)", setup_train);
-KOI_SUBCOMMAND(train, export, "write a training checkpoint as a GGUF model with its tokenizer", setup_export);
+KOI_SUBCOMMAND(train, export,
+               "write a training checkpoint as a GGUF model or Hugging Face directory with its tokenizer",
+               setup_export);
 }  // namespace koi::cli

@@ -165,4 +165,9 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void sigmoid(const float* x, float* out, int64_t n) {
+  if (active_isa() != Isa::kPortable) return avx2::sigmoid(x, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
 }  // namespace koi::kernels

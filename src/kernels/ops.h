@@ -44,6 +44,9 @@ void softmax(float* x, int64_t n);
 // In place: gate[i] = silu(gate[i]) * up[i].
 void silu_mul(float* gate, const float* up, int64_t n);
 
+// out[i] = 1 / (1 + exp(-x[i])). out may alias x.
+void sigmoid(const float* x, float* out, int64_t n);
+
 // Dot product of two f32 vectors.
 float dot(const float* a, const float* b, int64_t n);
 

@@ -119,5 +119,22 @@ TEST(Ops, SiluMul) {
   });
 }
 
+TEST(Ops, Sigmoid) {
+  Rng rng(8);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> x = random_floats(rng, n, 20.0f);
+    if (n > 2) {  // exp under- and overflow
+      x[0] = -200.0f;
+      x[1] = 100.0f;
+    }
+    std::vector<float> out(x.size());
+    sigmoid(x.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])));
+      EXPECT_NEAR(out[i], expected, 1e-6 * expected + 1e-30) << i;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace koi::kernels

@@ -50,6 +50,7 @@ void axpy(float a, const float* x, float* y, int64_t n);
 void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
+void sigmoid(const float* x, float* out, int64_t n);
 }  // namespace avx2
 
 namespace avx512 {

@@ -2,8 +2,9 @@
 //
 // Supported: model type "BPE"; normalizer none, NFC (treated as identity: Koi does not
 // normalize Unicode, so text that is not already NFC may tokenize differently from HF),
-// or the Llama 2 metaspace pair Prepend("▁") + Replace(" ", "▁"); pre-tokenizer none,
-// ByteLevel, Split(Regex, Isolated), or a Sequence of those.
+// or the Llama 2 metaspace pair Prepend("▁") + Replace(" ", "▁") (or the Replace alone: no
+// space prefix); pre-tokenizer none, ByteLevel, Split(Regex, Isolated), or a Sequence of
+// those.
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -94,6 +95,13 @@ Status read_pre_tokenizer(const json::value& pt, PreTokenizer* out) {
   return Status::unsupported("pre_tokenizer type '" + type + "' is not supported");
 }
 
+// Replace(" ", "▁").
+bool is_space_replace(const json::value& n) {
+  const json::value* pattern = member(n, "pattern");
+  return string_or(member(n, "type"), "") == "Replace" && pattern != nullptr &&
+         string_or(member(*pattern, "String"), "") == " " && string_or(member(n, "content"), "") == kSpaceMark;
+}
+
 // Llama 2: Sequence[Prepend("▁"), Replace(" ", "▁")].
 bool is_metaspace_normalizer(const json::value& n) {
   const json::value* list = member(n, "normalizers");
@@ -102,13 +110,8 @@ bool is_metaspace_normalizer(const json::value& n) {
     return false;
   }
   const json::value& prepend = list->as_array()[0];
-  const json::value& replace = list->as_array()[1];
-  const json::value* pattern = member(replace, "pattern");
   return string_or(member(prepend, "type"), "") == "Prepend" &&
-         string_or(member(prepend, "prepend"), "") == kSpaceMark &&
-         string_or(member(replace, "type"), "") == "Replace" && pattern != nullptr &&
-         string_or(member(*pattern, "String"), "") == " " &&
-         string_or(member(replace, "content"), "") == kSpaceMark;
+         string_or(member(prepend, "prepend"), "") == kSpaceMark && is_space_replace(list->as_array()[1]);
 }
 
 // Whether the post-processor is a TemplateProcessing whose single-sequence template starts
@@ -185,11 +188,14 @@ Status read_spec(const json::value& root, const json::value& config, TokenizerSp
     }
   }
 
+  // Metaspace text: the Llama 2 normalizer, or its Replace alone (no space prefix).
   const json::value* normalizer = member(root, "normalizer");
-  bool metaspace = normalizer != nullptr && is_metaspace_normalizer(*normalizer);
+  bool space_prefix = normalizer != nullptr && is_metaspace_normalizer(*normalizer);
+  bool metaspace = space_prefix || (normalizer != nullptr && is_space_replace(*normalizer));
   if (normalizer != nullptr && !metaspace && string_or(member(*normalizer, "type"), "") != "NFC") {
     return Status::unsupported("normalizer '" + string_or(member(*normalizer, "type"), "") +
-                               "' is not supported (supported: NFC, Llama 2 Prepend+Replace)");
+                               "' is not supported (supported: NFC, Llama 2 Prepend+Replace, Replace(\" \", \"" +
+                               std::string(kSpaceMark) + "\"))");
   }
   PreTokenizer pre;
   if (const json::value* pt = member(root, "pre_tokenizer")) KOI_RETURN_IF_ERROR(read_pre_tokenizer(*pt, &pre));
@@ -199,7 +205,7 @@ Status read_spec(const json::value& root, const json::value& config, TokenizerSp
                                            "normalizer; Koi does not know how this tokenizer treats bytes");
   }
   spec->byte_level = pre.byte_level;
-  spec->add_space_prefix = metaspace;
+  spec->add_space_prefix = space_prefix;
   spec->pre = pre_tokenizer_name(pre.regexes).value_or("");
   spec->pre_regexes = pre.regexes;
 

@@ -1,8 +1,5 @@
 #include "tokenizer/tokenizer.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <array>
 #include <queue>
@@ -10,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace koi::tokenizer {
@@ -28,11 +26,6 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 using TextMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-
-struct RegexDeleter {
-  void operator()(pcre2_code* code) const { pcre2_code_free(code); }
-};
-using Regex = std::unique_ptr<pcre2_code, RegexDeleter>;
 
 // A run of text being merged: symbols form a linked list over the text; merging folds the
 // right symbol into the left one.
@@ -111,7 +104,7 @@ struct Tokenizer::Impl {
   TextMap mergeable_to_id;
   std::array<int32_t, 256> byte_ids;  // "<0xXX>" tokens, -1 where missing
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_ranks;  // (left,right) -> (rank, merged)
-  std::vector<Regex> regexes;
+  std::optional<PreTokenizer> pre_tokenizer;  // kBpeMerges
   std::array<std::vector<AddedToken>, 256> added_by_first_byte;  // longest first
   std::vector<bool> is_added;
   std::unordered_set<int32_t> eog;
@@ -119,8 +112,6 @@ struct Tokenizer::Impl {
   void encode_text(std::string_view text, std::vector<int32_t>* out) const;
   void encode_spm(std::string_view text, bool prefixed, std::vector<int32_t>* out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
-  void split_regex(const pcre2_code* re, std::string_view text,
-                   std::vector<std::string_view>* out) const;
   void emit_unknown(std::string_view bytes, std::vector<int32_t>* out) const;
 };
 
@@ -129,23 +120,6 @@ namespace {
 std::string id_error(std::string_view field, int32_t id, size_t n) {
   return std::string(field) + " " + std::to_string(id) + " is outside the vocabulary of " +
          std::to_string(n) + " tokens";
-}
-
-Result<Regex> compile_regex(const std::string& pattern) {
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error,
-                                   &offset, nullptr);
-  if (code == nullptr) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(error, message, sizeof(message));
-    return Status::invalid_argument("pre-tokenizer regex '" + pattern + "' does not compile at offset " +
-                                    std::to_string(offset) + ": " +
-                                    reinterpret_cast<const char*>(message));
-  }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // an interpreter fallback when JIT is unavailable
-  return Regex(code);
 }
 
 }  // namespace
@@ -241,10 +215,7 @@ Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
       }
       patterns = *table;
     }
-    for (const std::string& p : patterns) {
-      KOI_ASSIGN_OR_RETURN(Regex re, compile_regex(p));
-      impl->regexes.push_back(std::move(re));
-    }
+    KOI_ASSIGN_OR_RETURN(impl->pre_tokenizer, PreTokenizer::create(patterns));
   }
   impl->space_prefix = spec.add_space_prefix &&
                        (spec.kind == TokenizerKind::kSentencePiece || !spec.byte_level);
@@ -324,32 +295,6 @@ void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>* ou
   }
 }
 
-// Cuts `text` into the matches of `re` and the text between them (HF Split "Isolated").
-void Tokenizer::Impl::split_regex(const pcre2_code* re, std::string_view text,
-                                  std::vector<std::string_view>* out) const {
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-  auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t done = 0;
-  size_t offset = 0;
-  while (offset < text.size()) {
-    int rc = pcre2_match(re, subject, text.size(), offset, 0, md, nullptr);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
-      rc = pcre2_match(re, subject, text.size(), offset, PCRE2_NO_JIT, md, nullptr);
-    }
-    if (rc < 0) break;
-    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    if (ov[1] == ov[0]) {  // an empty match splits nothing; step over one character
-      offset = ov[0] + utf8_piece_len(text, ov[0]);
-      continue;
-    }
-    if (ov[0] > done) out->push_back(text.substr(done, ov[0] - done));
-    out->push_back(text.substr(ov[0], ov[1] - ov[0]));
-    done = offset = ov[1];
-  }
-  if (done < text.size()) out->push_back(text.substr(done));
-  pcre2_match_data_free(md);
-}
-
 // One piece of raw text between added tokens.
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>* out) const {
   if (spec.kind == TokenizerKind::kSentencePiece) {
@@ -361,12 +306,8 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>* o
     encode_bpe((space_prefix ? std::string(kSpaceMark) : "") + replace_all(text, " ", kSpaceMark), out);
     return;
   }
-  std::vector<std::string_view> pieces{text};
-  for (const Regex& re : regexes) {
-    std::vector<std::string_view> next;
-    for (std::string_view piece : pieces) split_regex(re.get(), piece, &next);
-    pieces = std::move(next);
-  }
+  std::vector<std::string_view> pieces;
+  pre_tokenizer->split(text, &pieces);
   std::string mapped;
   for (std::string_view piece : pieces) {
     mapped.clear();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
 
 #include "base/file.h"
@@ -89,8 +90,31 @@ Status read_params(const std::string& path, const std::vector<ParamTensor>& layo
   return ok_status();
 }
 
-Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState& state, const LlamaTrain& model,
-                                    AdamW& optimizer) {
+CheckpointSnapshot snapshot_checkpoint(const TrainState& state, const LlamaTrain& model, AdamW& optimizer) {
+  CheckpointSnapshot s;
+  s.state = state;
+  s.config = model.config();
+  s.layout = model.layout();
+  s.params = model.params();
+  if (model.lora() != nullptr) s.lora = *model.lora();
+  // m and v in one tensor list: the trained layout twice, "m." names over m, "v." over v.
+  const int64_t total = static_cast<int64_t>(optimizer.m().size());
+  for (const ParamTensor& t : model.trainable_layout()) {
+    s.moments_layout.push_back({"m." + t.name, t.shape, t.offset, t.size, false});
+  }
+  for (const ParamTensor& t : model.trainable_layout()) {
+    s.moments_layout.push_back({"v." + t.name, t.shape, total + t.offset, t.size, false});
+  }
+  s.moments.reserve(optimizer.m().size() * 2);
+  s.moments.insert(s.moments.end(), optimizer.m().begin(), optimizer.m().end());
+  s.moments.insert(s.moments.end(), optimizer.v().begin(), optimizer.v().end());
+  s.adam_steps = optimizer.steps();
+  return s;
+}
+
+Result<std::string> write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot,
+                                     const std::function<void()>& before_commit) {
+  const TrainState& state = snapshot.state;
   char name[32];
   std::snprintf(name, sizeof(name), "%s%08lld", kPrefix, static_cast<long long>(state.step));
   const std::string final_dir = path_join(run_dir, name);
@@ -100,35 +124,26 @@ Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState
   fs::create_directories(tmp, ec);
   if (ec) return Status::io_error(tmp + ": cannot create the checkpoint directory: " + ec.message());
 
-  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "config.json"), hf_config_json(model.config())));
-  KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "model.safetensors"), model.layout(), model.params()));
-  if (model.lora() != nullptr) KOI_RETURN_IF_ERROR(model.lora()->save(tmp));
+  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "config.json"), hf_config_json(snapshot.config)));
+  KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "model.safetensors"), snapshot.layout, snapshot.params));
+  if (snapshot.lora) KOI_RETURN_IF_ERROR(snapshot.lora->save(tmp));
   if (state.tokenizer) {
     model::GgufWriter writer;
     tokenizer::spec_to_gguf(*state.tokenizer, writer);
     KOI_RETURN_IF_ERROR(writer.write(path_join(tmp, kTokenizerFile)));
   }
-  // m and v in one file: the trained layout twice, "m." names over optimizer.m(), "v." over v().
-  const int64_t total = static_cast<int64_t>(optimizer.m().size());
-  std::vector<ParamTensor> moments;
-  for (const ParamTensor& t : model.trainable_layout()) {
-    moments.push_back({"m." + t.name, t.shape, t.offset, t.size, false});
-  }
-  for (const ParamTensor& t : model.trainable_layout()) {
-    moments.push_back({"v." + t.name, t.shape, total + t.offset, t.size, false});
-  }
-  std::vector<float> mv(optimizer.m());
-  mv.insert(mv.end(), optimizer.v().begin(), optimizer.v().end());
-  KOI_RETURN_IF_ERROR(write_params(path_join(tmp, "optimizer.safetensors"), moments, mv));
+  KOI_RETURN_IF_ERROR(
+      write_params(path_join(tmp, "optimizer.safetensors"), snapshot.moments_layout, snapshot.moments));
 
   json::object s;
   s["step"] = state.step;
-  s["adam_steps"] = optimizer.steps();
+  s["adam_steps"] = snapshot.adam_steps;
   s["loader_position"] = state.loader_position;
   json::array chars;
   for (const std::string& ch : state.chars) chars.emplace_back(ch);
   s["chars"] = std::move(chars);
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "state.json"), json::serialize(s)));
+  if (before_commit) before_commit();
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kMarker), "ok\n"));
 
   remove_all(final_dir);  // a step saved twice (resume after a crash at that very step)
@@ -136,6 +151,11 @@ Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState
   if (ec) return Status::io_error(final_dir + ": cannot move the checkpoint into place: " + ec.message());
   KOI_RETURN_IF_ERROR(fsync_dir(run_dir));
   return final_dir;
+}
+
+Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState& state, const LlamaTrain& model,
+                                    AdamW& optimizer) {
+  return write_checkpoint(run_dir, snapshot_checkpoint(state, model, optimizer));
 }
 
 Result<std::string> latest_checkpoint(const std::string& run_dir) {
@@ -196,6 +216,35 @@ void prune_checkpoints(const std::string& run_dir, int keep) {
   if (keep <= 0) return;
   std::vector<std::string> all = complete_checkpoints(run_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) remove_all(all[i]);
+}
+
+CheckpointWriter::CheckpointWriter(std::string run_dir, int keep, std::function<void(int64_t step)> before_commit)
+    : run_dir_(std::move(run_dir)), keep_(keep), before_commit_(std::move(before_commit)) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+Status CheckpointWriter::submit(CheckpointSnapshot snapshot, double stall_ms) {
+  KOI_RETURN_IF_ERROR(finish().status());
+  thread_ = std::thread([this, snapshot = std::move(snapshot), stall_ms] {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t step = snapshot.state.step;
+    written_ = write_checkpoint(run_dir_, snapshot, [&] {
+      if (before_commit_) before_commit_(step);
+    });
+    if (!written_.ok()) return;
+    prune_checkpoints(run_dir_, keep_);
+    const double write_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "checkpoint %s: written in %.1f ms; the step loop paused %.1f ms for its snapshot\n",
+                 written_->c_str(), write_ms, stall_ms);
+  });
+  return ok_status();
+}
+
+Result<std::string> CheckpointWriter::finish() {
+  if (thread_.joinable()) thread_.join();
+  return written_;
 }
 
 }  // namespace koi::train

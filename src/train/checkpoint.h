@@ -15,11 +15,17 @@
 // complete checkpoint or none (a stale .tmp is removed by the next save). Only directories
 // with COMPLETE count as checkpoints. Plain functions; not safe to call concurrently on the
 // same run directory. Errors name the file.
+//
+// The step loop does not wait for the disk: snapshot_checkpoint copies what a checkpoint
+// holds (weights, AdamW's moments, the TrainState: a memcpy) and a CheckpointWriter writes
+// it on its own thread while training goes on, then prunes old checkpoints.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
@@ -47,7 +53,24 @@ Status write_params(const std::string& path, const std::vector<ParamTensor>& lay
 Status read_params(const std::string& path, const std::vector<ParamTensor>& layout, std::vector<float>* data,
                    const std::string& prefix = "");
 
-// Returns the new checkpoint's directory.
+// Everything a checkpoint holds, copied out of the run.
+struct CheckpointSnapshot {
+  TrainState state;
+  model::ModelConfig config;
+  std::vector<ParamTensor> layout;  // of params
+  std::vector<float> params;
+  std::optional<LoraAdapters> lora;         // the adapters of a LoRA run (a copy)
+  std::vector<ParamTensor> moments_layout;  // "m.<name>" then "v.<name>" over moments
+  std::vector<float> moments;               // AdamW's m, then v
+  int64_t adam_steps = 0;
+};
+CheckpointSnapshot snapshot_checkpoint(const TrainState& state, const LlamaTrain& model, AdamW& optimizer);
+
+// Writes a snapshot as RUN/ckpt-<step>; before_commit (a test seam: a slow disk) runs after
+// the files are written, before COMPLETE and the rename. Returns the checkpoint's directory.
+Result<std::string> write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot,
+                                     const std::function<void()>& before_commit = {});
+// Snapshot and write on the calling thread.
 Result<std::string> save_checkpoint(const std::string& run_dir, const TrainState& state, const LlamaTrain& model,
                                     AdamW& optimizer);
 // The newest complete checkpoint of run_dir; NotFound when there is none.
@@ -60,5 +83,33 @@ Result<TrainState> read_checkpoint_state(const std::string& dir);
 Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer);
 // Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps all).
 void prune_checkpoints(const std::string& run_dir, int keep);
+
+// Writes snapshots on a background thread, one at a time: submit() first waits for the
+// write in flight (a second checkpoint waits for the first), so at most one snapshot
+// besides the live state is held. After each write it prunes to the newest `keep` and
+// prints the checkpoint, its write time and stall_ms (the caller's snapshot time) to
+// stderr. A failed write is returned by the next submit() or by finish(); the destructor
+// waits for the write in flight. Methods are called from one thread (the step loop).
+class CheckpointWriter {
+ public:
+  // before_commit(step): passed to write_checkpoint (a test seam).
+  CheckpointWriter(std::string run_dir, int keep, std::function<void(int64_t step)> before_commit = {});
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Waits for the write in flight; fails with its error, else starts writing snapshot.
+  Status submit(CheckpointSnapshot snapshot, double stall_ms);
+  // Waits for the write in flight; the newest checkpoint written (empty when none) or the
+  // error of the last write.
+  Result<std::string> finish();
+
+ private:
+  std::string run_dir_;
+  int keep_;
+  std::function<void(int64_t step)> before_commit_;
+  std::thread thread_;
+  Result<std::string> written_ = std::string();  // set by thread_, read after joining it
+};
 
 }  // namespace koi::train

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "base/file.h"
 #include "model/loader.h"
@@ -98,6 +100,58 @@ TEST_F(CheckpointTest, MismatchedConfigNamesTheTensor) {
   EXPECT_EQ(s.message(), path_join(*path, "model.safetensors") +
                              ": tensor model.layers.0.mlp.gate_proj.weight is not f32 of 512 values; the checkpoint "
                              "does not match the model config");
+}
+
+// The writer thread writes what save_checkpoint writes; submit() returns while a write is
+// held, a second submit() waits for it, and a failed write is reported by finish().
+TEST_F(CheckpointTest, WriterWritesSnapshotsInTheBackground) {
+  ThreadPool pool(1);
+  auto m = LlamaTrain::create(small_config(), &pool);
+  ASSERT_TRUE(m.ok());
+  m->init_random(5);
+  AdamW opt({}, static_cast<int64_t>(m->params().size()));
+  for (size_t i = 0; i < m->grads().size(); ++i) m->grads()[i] = 0.002f * static_cast<float>(i % 5);
+  opt.step(m->params(), m->grads(), m->layout(), 1e-3f);
+  const TrainState state{.step = 3, .loader_position = 9, .chars = {"a", "b"}};
+  ASSERT_TRUE(save_checkpoint(path_join(dir_, "sync"), state, *m, opt).ok());
+
+  std::atomic<bool> release{false}, held{false};
+  CheckpointWriter writer(path_join(dir_, "async"), 1, [&](int64_t step) {
+    held = true;
+    while (step == 3 && !release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  ASSERT_TRUE(writer.submit(snapshot_checkpoint(state, *m, opt), 0.0).ok());
+  m->params()[0] += 1.0f;  // training goes on; the snapshot is a copy
+  while (!held) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(latest_checkpoint(path_join(dir_, "async")).status().code(), StatusCode::kNotFound);
+  std::thread release_later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
+  ASSERT_TRUE(writer.submit(snapshot_checkpoint({.step = 4}, *m, opt), 0.0).ok());  // waits for step 3
+  EXPECT_TRUE(file_exists(path_join(dir_, "async/ckpt-00000003/COMPLETE")));
+  EXPECT_EQ(*read_file(path_join(dir_, "async/ckpt-00000003/model.safetensors")),
+            *read_file(path_join(dir_, "sync/ckpt-00000003/model.safetensors")));  // the weights at submit()
+  release_later.join();
+  auto last = writer.finish();
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(*last, path_join(dir_, "async/ckpt-00000004"));
+  EXPECT_FALSE(file_exists(path_join(dir_, "async/ckpt-00000003")));  // pruned after the write: keep 1
+  ASSERT_TRUE(save_checkpoint(path_join(dir_, "sync"), {.step = 4}, *m, opt).ok());
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"}) {
+    EXPECT_EQ(*read_file(path_join(dir_, "sync/ckpt-00000004/" + std::string(file))),
+              *read_file(path_join(dir_, "async/ckpt-00000004/" + std::string(file))))
+        << file;
+  }
+
+  ASSERT_TRUE(write_file_atomic(path_join(dir_, "file"), "not a directory").ok());
+  CheckpointWriter failing(path_join(dir_, "file"), 1);
+  ASSERT_TRUE(failing.submit(snapshot_checkpoint(state, *m, opt), 0.0).ok());
+  auto failed = failing.finish();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(),
+            path_join(dir_, "file/.ckpt-00000003.tmp") + ": cannot create the checkpoint directory: Not a directory");
+  EXPECT_FALSE(failing.submit(snapshot_checkpoint(state, *m, opt), 0.0).ok());  // the error stays
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ class FineTuneTest : public ::testing::Test {
   TrainConfig recipe(int lora_rank) const {
     TrainConfig tc;
     tc.init_from = path_join(dir_, "base.gguf");
-    tc.text_path = path_join(dir_, "corpus.txt");
+    tc.text_paths = {path_join(dir_, "corpus.txt")};
     tc.out_dir = path_join(dir_, "run");
     tc.lora.rank = lora_rank;
     tc.batch_size = 2, tc.seq_len = kT, tc.steps = 6, tc.eval_iters = 1, tc.log_interval = 0, tc.threads = 1;

@@ -1,21 +1,8 @@
 #include "train/linear.h"
 
-#include <algorithm>
-
-#include "kernels/ops.h"
-#include "tensor/tensor.h"
+#include "kernels/gemm.h"
 
 namespace koi::train {
-namespace {
-
-// a (rows, cols) -> at (cols, rows)
-void transpose(const float* a, float* at, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) at[c * rows + r] = a[r * cols + c];
-  }
-}
-
-}  // namespace
 
 void ensure(std::vector<float>& buf, int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
@@ -27,31 +14,17 @@ void add_into(float* dst, const float* src, int64_t n) {
 
 void linear_forward(ThreadPool* pool, float* y, const float* x, const float* w, const float* b, int64_t N, int64_t in,
                     int64_t out) {
-  kernels::matmul(make_view(DType::kF32, {in, out}, w), x, y, N, pool);
+  // W^T (in, out) is W read with swapped strides.
+  kernels::sgemm(N, out, in, {x, in, 1}, {w, 1, in}, y, out, false, pool);
   if (b != nullptr) {
-    for (int64_t n = 0; n < N; ++n) kernels::axpy(1.0f, b, y + n * out, out);
+    for (int64_t n = 0; n < N; ++n) add_into(y + n * out, b, out);
   }
 }
 
-void linear_backward(ThreadPool* pool, std::vector<float>* scratch, float* dx, float* dw, float* db, const float* dy,
-                     const float* x, const float* w, int64_t N, int64_t in, int64_t out) {
-  std::vector<float>& a = scratch[0];
-  std::vector<float>& b = scratch[1];
-  std::vector<float>& c = scratch[2];
-  ensure(a, std::max(in * out, N * in));
-  ensure(b, std::max(N * in, N * out));
-  ensure(c, out * in);
-  if (dx != nullptr) {
-    transpose(w, a.data(), out, in);  // W^T (in, out)
-    kernels::matmul(make_view(DType::kF32, {out, in}, a.data()), dy, b.data(), N, pool);
-    add_into(dx, b.data(), N * in);
-  }
-  if (dw != nullptr) {
-    transpose(x, a.data(), N, in);    // x^T (in, N)
-    transpose(dy, b.data(), N, out);  // dy^T (out, N)
-    kernels::matmul(make_view(DType::kF32, {N, in}, a.data()), b.data(), c.data(), out, pool);
-    add_into(dw, c.data(), out * in);
-  }
+void linear_backward(ThreadPool* pool, float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                     int64_t N, int64_t in, int64_t out) {
+  if (dx != nullptr) kernels::sgemm(N, in, out, {dy, out, 1}, {w, in, 1}, dx, in, true, pool);
+  if (dw != nullptr) kernels::sgemm(out, in, N, {dy, 1, out}, {x, in, 1}, dw, in, true, pool);  // dy^T (out, N)
   if (db != nullptr) {
     for (int64_t n = 0; n < N; ++n) add_into(db, dy + n * out, out);
   }

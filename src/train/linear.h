@@ -1,8 +1,8 @@
 // The linear layer of the training passes, y = x W^T + b, forward and backward, shared by
 // LlamaTrain and the LoRA adapters. Matrices are row-major [out, in] (Hugging Face layout).
-// Both passes go through kernels::matmul (on transposed copies for the backward), so every
-// reduction runs in the kernel's fixed order whatever the thread count. Plain functions on
-// caller-owned buffers; the work runs on the given pool.
+// All three products go through kernels::sgemm with strided operands (no transposed copies), so
+// every reduction runs in the kernel's fixed order whatever the thread count. Plain functions
+// on caller-owned buffers; the work runs on the given pool.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,7 @@ void linear_forward(ThreadPool* pool, float* y, const float* x, const float* w, 
 
 // dx (N, in) += dy (N, out) W;  dW (out, in) += dy^T x;  db (out) += sum_n dy.
 // dx, dw, db may each be nullptr (not computed: a frozen weight, the first layer's input).
-// scratch: three buffers the function grows as needed.
-void linear_backward(ThreadPool* pool, std::vector<float>* scratch, float* dx, float* dw, float* db, const float* dy,
-                     const float* x, const float* w, int64_t N, int64_t in, int64_t out);
+void linear_backward(ThreadPool* pool, float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                     int64_t N, int64_t in, int64_t out);
 
 }  // namespace koi::train

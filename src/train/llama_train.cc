@@ -6,9 +6,11 @@
 
 #include "base/check.h"
 #include "base/random.h"
+#include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 #include "train/linear.h"
+
 
 namespace koi::train {
 namespace {
@@ -71,7 +73,6 @@ void rope_rotate(float* x, int64_t n_heads, int64_t D, const float* cos, const f
   }
 }
 
-float silu(float g) { return g / (1.0f + std::exp(-g)); }
 
 // Lays out the parameter tensors of c in their fixed order; when p is given, points its
 // slots at base + offset.
@@ -261,6 +262,7 @@ void LlamaTrain::resize_activations(int B, int T) {
     ensure(a.xn2, N * C);
     ensure(a.gate, N * F);
     ensure(a.up, N * F);
+    ensure(a.sig, N * F);
     ensure(a.h, N * F);
   }
   ensure(x_out_, N * C);
@@ -271,8 +273,9 @@ void LlamaTrain::resize_activations(int B, int T) {
   targets_.resize(static_cast<size_t>(N));
 }
 
-// attn_out[b, t, h] = sum_{j <= t} softmax_j(q[b,t,h] . k[b,j,kvh] / sqrt(D)) v[b,j,kvh],
-// kvh = h / (H / KV); the probabilities are kept in att (B, H, T, T).
+// Per (b, h), with Q (T, D), K and V (T, D) of kv head kvh = h / (H / KV):
+//   P = causal_softmax(Q K^T / sqrt(D)) (kept in att, (B, H, T, T)),  attn_out = P V.
+// Each product is one sgemm over the strided rows of q, k, v (the masked entries of P are 0).
 void LlamaTrain::attention_forward(int layer) {
   LayerActs& a = acts_[static_cast<size_t>(layer)];
   const model::ModelConfig& c = config_;
@@ -282,23 +285,25 @@ void LlamaTrain::attention_forward(int layer) {
   pool_->parallel_for(int64_t{B_} * H, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / H, h = item % H, kvh = h / group;
+      const float* q = a.q.data() + b * T * QD + h * D;
+      const float* k = a.k.data() + b * T * KVD + kvh * D;
+      const float* v = a.v.data() + b * T * KVD + kvh * D;
+      float* p = a.att.data() + item * T * T;
+      kernels::sgemm(T, T, D, {q, QD, 1}, {k, 1, KVD}, p, T, false, nullptr);
       for (int64_t t = 0; t < T; ++t) {
-        const float* q = a.q.data() + (b * T + t) * QD + h * D;
-        float* p = a.att.data() + ((b * H + h) * T + t) * T;
-        for (int64_t j = 0; j <= t; ++j) p[j] = kernels::dot(q, a.k.data() + (b * T + j) * KVD + kvh * D, D) * scale;
-        kernels::softmax(p, t + 1);
-        std::fill(p + t + 1, p + T, 0.0f);
-        float* out = a.attn_out.data() + (b * T + t) * QD + h * D;
-        std::fill_n(out, D, 0.0f);
-        for (int64_t j = 0; j <= t; ++j) kernels::axpy(p[j], a.v.data() + (b * T + j) * KVD + kvh * D, out, D);
+        float* row = p + t * T;
+        for (int64_t j = 0; j <= t; ++j) row[j] *= scale;
+        kernels::softmax(row, t + 1);
+        std::fill(row + t + 1, row + T, 0.0f);
       }
+      kernels::sgemm(T, D, T, {p, T, 1}, {v, KVD, 1}, a.attn_out.data() + b * T * QD + h * D, QD, false, nullptr);
     }
   });
 }
 
-// With p = att[b,h,t,:] and dout = d attn_out[b,t,h]:
-//   dv[j] += p[j] dout;  dp[j] = dout . v[j];  ds[j] = p[j] (dp[j] - sum_i p[i] dp[i]);
-//   dq[t] += scale sum_j ds[j] k[j];  dk[j] += scale ds[j] q[t].
+// With P = att[b, h] and dO = d attn_out[b, :, h]:
+//   dV += P^T dO;  dP = dO V^T;  dS[t, j] = P[t, j] (dP[t, j] - sum_i P[t, i] dP[t, i]) / sqrt(D);
+//   dQ += dS K;  dK += dS^T Q.
 // One work item per (b, kv head) owns every write to its dk, dv and its heads' dq.
 void LlamaTrain::attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv) {
   const LayerActs& a = acts_[static_cast<size_t>(layer)];
@@ -307,29 +312,28 @@ void LlamaTrain::attention_backward(int layer, const float* dout, float* dq, flo
   const int64_t group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   pool_->parallel_for(int64_t{B_} * KV, [&](int64_t begin, int64_t end) {
-    std::vector<float> ds(static_cast<size_t>(T));
+    std::vector<float> ds(static_cast<size_t>(T * T));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / KV, kvh = item % KV;
+      const float* k = a.k.data() + b * T * KVD + kvh * D;
+      const float* v = a.v.data() + b * T * KVD + kvh * D;
+      float* dk_b = dk + b * T * KVD + kvh * D;
+      float* dv_b = dv + b * T * KVD + kvh * D;
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* p = a.att.data() + (b * H + h) * T * T;
+        const float* g = dout + b * T * QD + h * D;
+        const float* q = a.q.data() + b * T * QD + h * D;
+        kernels::sgemm(T, D, T, {p, 1, T}, {g, QD, 1}, dv_b, KVD, true, nullptr);
+        kernels::sgemm(T, T, D, {g, QD, 1}, {v, 1, KVD}, ds.data(), T, false, nullptr);
         for (int64_t t = 0; t < T; ++t) {
-          const float* p = a.att.data() + ((b * H + h) * T + t) * T;
-          const float* g = dout + (b * T + t) * QD + h * D;
-          float sum = 0.0f;
-          for (int64_t j = 0; j <= t; ++j) {
-            const int64_t kv_off = (b * T + j) * KVD + kvh * D;
-            ds[j] = kernels::dot(g, a.v.data() + kv_off, D);
-            sum += p[j] * ds[j];
-            kernels::axpy(p[j], g, dv + kv_off, D);
-          }
-          const float* q = a.q.data() + (b * T + t) * QD + h * D;
-          float* dqt = dq + (b * T + t) * QD + h * D;
-          for (int64_t j = 0; j <= t; ++j) {
-            const int64_t kv_off = (b * T + j) * KVD + kvh * D;
-            const float dsj = p[j] * (ds[j] - sum) * scale;
-            kernels::axpy(dsj, a.k.data() + kv_off, dqt, D);
-            kernels::axpy(dsj, q, dk + kv_off, D);
-          }
+          const float* pt = p + t * T;
+          float* st = ds.data() + t * T;
+          const float sum = kernels::dot(pt, st, t + 1);
+          for (int64_t j = 0; j <= t; ++j) st[j] = pt[j] * (st[j] - sum) * scale;
+          std::fill(st + t + 1, st + T, 0.0f);
         }
+        kernels::sgemm(T, D, T, {ds.data(), T, 1}, {k, KVD, 1}, dq + b * T * QD + h * D, QD, true, nullptr);
+        kernels::sgemm(T, D, T, {ds.data(), 1, T}, {q, QD, 1}, dk_b, KVD, true, nullptr);
       }
     }
   });
@@ -379,7 +383,8 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     linear_forward(pool_, a.up.data(), a.xn2.data(), L.w_up, nullptr, N, C, F);
     lora_forward(l, LoraTarget::kGate, a.xn2.data(), a.gate.data(), N);
     lora_forward(l, LoraTarget::kUp, a.xn2.data(), a.up.data(), N);
-    for (int64_t i = 0; i < N * F; ++i) a.h[i] = silu(a.gate[i]) * a.up[i];
+    kernels::sigmoid(a.gate.data(), a.sig.data(), N * F);
+    for (int64_t i = 0; i < N * F; ++i) a.h[i] = a.gate[i] * a.sig[i] * a.up[i];
     float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
@@ -422,7 +427,6 @@ void LlamaTrain::backward(float loss_scale) {
   } else {
     g = bind(grads_.data());
   }
-  std::vector<float>* scratch = scratch_;
 
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
   ensure(dlogits_, N * V);
@@ -431,7 +435,7 @@ void LlamaTrain::backward(float loss_scale) {
     dlogits_[n * V + targets_[n]] -= loss_scale;
   }
   zero(dxn_, N * C);
-  linear_backward(pool_, scratch, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
+  linear_backward(pool_, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
   rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
 
@@ -441,25 +445,25 @@ void LlamaTrain::backward(float loss_scale) {
     const LayerActs& a = acts_[static_cast<size_t>(l)];
     // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
     zero(dh_, N * F);
-    linear_backward(pool_, scratch, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
+    linear_backward(pool_, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
     lora_backward(l, LoraTarget::kDown, a.h.data(), dx_.data(), dh_.data(), N);
     ensure(dgate_, N * F);
     ensure(dup_, N * F);
     for (int64_t i = 0; i < N * F; ++i) {
-      const float gi = a.gate[i], s = 1.0f / (1.0f + std::exp(-gi));
+      const float gi = a.gate[i], s = a.sig[i];
       dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
       dup_[i] = dh_[i] * gi * s;
     }
     zero(dxn_, N * C);
-    linear_backward(pool_, scratch, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
-    linear_backward(pool_, scratch, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
+    linear_backward(pool_, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
+    linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
     lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
     rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
 
     // Attention block, from dx = d x_mid (also the residual part of d x_in).
     zero(dattn_, N * QD);
-    linear_backward(pool_, scratch, dattn_.data(), G.wo, nullptr, dx_.data(), a.attn_out.data(), L.wo, N, QD, C);
+    linear_backward(pool_, dattn_.data(), G.wo, nullptr, dx_.data(), a.attn_out.data(), L.wo, N, QD, C);
     lora_backward(l, LoraTarget::kO, a.attn_out.data(), dx_.data(), dattn_.data(), N);
     zero(dq_, N * QD);
     zero(dk_, N * KVD);
@@ -473,9 +477,9 @@ void LlamaTrain::backward(float loss_scale) {
       rope_rotate(dk_.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
     }
     zero(dxn_, N * C);
-    linear_backward(pool_, scratch, dxn_.data(), G.wq, G.bq, dq_.data(), a.xn1.data(), L.wq, N, C, QD);
-    linear_backward(pool_, scratch, dxn_.data(), G.wk, G.bk, dk_.data(), a.xn1.data(), L.wk, N, C, KVD);
-    linear_backward(pool_, scratch, dxn_.data(), G.wv, G.bv, dv_.data(), a.xn1.data(), L.wv, N, C, KVD);
+    linear_backward(pool_, dxn_.data(), G.wq, G.bq, dq_.data(), a.xn1.data(), L.wq, N, C, QD);
+    linear_backward(pool_, dxn_.data(), G.wk, G.bk, dk_.data(), a.xn1.data(), L.wk, N, C, KVD);
+    linear_backward(pool_, dxn_.data(), G.wv, G.bv, dv_.data(), a.xn1.data(), L.wv, N, C, KVD);
     lora_backward(l, LoraTarget::kQ, a.xn1.data(), dq_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kK, a.xn1.data(), dk_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);

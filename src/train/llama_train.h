@@ -114,7 +114,8 @@ class LlamaTrain {
     std::vector<float> rstd2;     // (N)
     std::vector<float> xn2;       // (N, C)
     std::vector<float> gate, up;  // (N, F) before the activation
-    std::vector<float> h;         // (N, F) silu(gate) * up
+    std::vector<float> sig;       // (N, F) sigmoid(gate)
+    std::vector<float> h;         // (N, F) silu(gate) * up = gate * sig * up
   };
   int B_ = 0, T_ = 0;
   std::vector<LayerActs> acts_;
@@ -123,7 +124,6 @@ class LlamaTrain {
   std::vector<int32_t> inputs_, targets_;     // (N)
   // Backward scratch.
   std::vector<float> dx_, dxn_, dq_, dk_, dv_, dattn_, dh_, dgate_, dup_, dlogits_;
-  std::vector<float> scratch_[3];  // linear_backward's transposes and products
 };
 
 }  // namespace koi::train

@@ -172,10 +172,10 @@ void LoraAdapters::backward(ThreadPool* pool, int layer, LoraTarget target, cons
   for (int64_t i = 0; i < N * s.out; ++i) tmp_[i] = config_.scale() * dy[i];
   ensure(du_, N * r);
   std::fill_n(du_.data(), N * r, 0.0f);
-  linear_backward(pool, scratch_, du_.data(), grads_.data() + tb.offset, nullptr, tmp_.data(), s.u.data(),
+  linear_backward(pool, du_.data(), grads_.data() + tb.offset, nullptr, tmp_.data(), s.u.data(),
                   params_.data() + tb.offset, N, r, s.out);
   // dx (N, in) += du A;  dA += du^T x.
-  linear_backward(pool, scratch_, dx, grads_.data() + ta.offset, nullptr, du_.data(), x, params_.data() + ta.offset, N,
+  linear_backward(pool, dx, grads_.data() + ta.offset, nullptr, du_.data(), x, params_.data() + ta.offset, N,
                   s.in, r);
 }
 

@@ -97,7 +97,7 @@ class LoraAdapters {
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::vector<Slot> slots_;  // n_layers x kNumLoraTargets
-  std::vector<float> tmp_, du_, scratch_[3];
+  std::vector<float> tmp_, du_;
 };
 
 }  // namespace koi::train

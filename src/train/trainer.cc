@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "base/thread_pool.h"
 #include "train/checkpoint.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
 #include "train/data_parallel.h"
@@ -74,18 +75,63 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-// The corpus in tokens of the run's tokenizer: the fine-tuned model's, or the characters.
-Result<std::vector<int32_t>> encode_corpus(const TrainState& state, const std::string& text) {
-  if (!state.tokenizer) return CharVocab::from_chars(state.chars).encode(text);
-  KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::create(*state.tokenizer));
-  return tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
+// "a.txt, b.txt": the corpus in error messages.
+std::string corpus_name(const TrainConfig& c) {
+  std::string name;
+  for (const std::string& path : c.text_paths) name += (name.empty() ? "" : ", ") + path;
+  return name;
+}
+
+// The vocabulary size of the run's tokenizer: the characters', or the tokenizer's.
+int tokenizer_vocab(const TrainState& state) {
+  if (state.tokenizer) return static_cast<int>(state.tokenizer->tokens.size());
+  return CharVocab::from_chars(state.chars).n_vocab();
+}
+
+// The corpus in tokens of the run's tokenizer (the characters, a tokenizer file, the
+// fine-tuned model's): the shards of the shard directory when they were made from these
+// texts with this tokenizer, else tokenized now by rank 0 while the other ranks wait.
+Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state, const std::vector<MappedFile>& texts,
+                                  Communicator& comm) {
+  const std::string dir = c.shards_dir.empty() ? path_join(c.out_dir, "data") : c.shards_dir;
+  std::vector<std::string_view> views;
+  for (const MappedFile& text : texts) views.push_back(text.view());
+  std::string identity;
+  EncodeFn encode;
+  if (!state.tokenizer) {
+    CharVocab vocab = CharVocab::from_chars(state.chars);
+    identity = tokenizer_identity(vocab);
+    encode = [vocab](std::string_view text, bool) { return vocab.encode(text); };
+  } else {
+    // A chunk that continues a text gets no SentencePiece space prefix, as in one encode().
+    tokenizer::TokenizerSpec continued = *state.tokenizer;
+    continued.add_space_prefix = false;
+    KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer first, tokenizer::Tokenizer::create(*state.tokenizer));
+    KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer rest, tokenizer::Tokenizer::create(std::move(continued)));
+    identity = tokenizer_identity(*state.tokenizer);
+    encode = [first, rest](std::string_view text, bool file_start) -> Result<std::vector<int32_t>> {
+      return (file_start ? first : rest).encode(text, /*add_special=*/false, /*parse_special=*/false);
+    };
+  }
+  const uint64_t key = shard_key(views, identity);
+  if (comm.rank() == 0) {
+    Result<TokenShards> cached = TokenShards::open(dir, key);
+    if (!cached.ok() && cached.status().code() != StatusCode::kNotFound) return cached.status();
+    if (!cached.ok()) {
+      ShardOptions options;
+      options.shard_tokens = c.shard_tokens;
+      KOI_RETURN_IF_ERROR(write_token_shards(dir, key, texts, encode, tokenizer_vocab(state), options));
+    }
+  }
+  KOI_RETURN_IF_ERROR(comm.barrier("barrier after tokenizing the corpus"));
+  return TokenShards::open(dir, key);
 }
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
 // each rank computes its part of every batch.
-Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, const std::vector<int32_t>& tokens,
-                            const TrainConfig& c, int T, uint64_t seed) {
-  BatchLoader loader(&tokens, c.batch_size, T, seed);
+Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, TokenRange tokens, const TrainConfig& c, int T,
+                            uint64_t seed) {
+  BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
   const int rank_batch = c.batch_size / comm.size();
   const int64_t first = int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
@@ -98,8 +144,9 @@ Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, const std::ve
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
-// The fine-tuning keys. model.init_from takes the place of the shape keys and brings its
-// tokenizer (data.tokenizer "model"); LoRA needs a model to adapt.
+// data.tokenizer and the fine-tuning keys. model.init_from takes the place of the shape keys
+// and brings its tokenizer (data.tokenizer "model"); a new model takes the characters
+// ("char") or a tokenizer path; LoRA needs a model to adapt.
 Status check_finetune_keys(const YAML::Node& root, const std::string& tokenizer,
                            const std::vector<std::string>& lora_targets, const std::string& file_name, TrainConfig* c) {
   if (!lora_targets.empty()) {
@@ -111,10 +158,12 @@ Status check_finetune_keys(const YAML::Node& root, const std::string& tokenizer,
     }
   }
   if (c->init_from.empty()) {
-    if (tokenizer != "char") {
-      return Status::unsupported(file_name + ": data.tokenizer '" + tokenizer +
-                                 "' is not supported yet; use char, or model with model.init_from");
+    if (tokenizer == "model") {
+      return Status::invalid_argument(file_name +
+                                      ": data.tokenizer 'model' needs model.init_from; use char or the path of a "
+                                      "tokenizer (a directory with tokenizer.json, a .gguf, a tokenizer.bin)");
     }
+    if (tokenizer != "char") c->tokenizer_path = tokenizer;
     if (c->lora.rank != 0) {
       return Status::invalid_argument(file_name + ": train.lora_rank needs model.init_from (the model to adapt)");
     }
@@ -169,9 +218,15 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
                                     field("qkv_bias", &m.qkv_bias), field("rope_theta", &m.rope_theta),
                                     field("norm_eps", &m.norm_eps), field("init_from", &c.init_from)},
                                    file_name));
-  KOI_RETURN_IF_ERROR(read_section(
-      root, "data", {field("text", &c.text_path), field("tokenizer", &tokenizer), field("val_fraction", &c.val_fraction)},
-      file_name));
+  // data.text: one file or a list of them.
+  const Field text{"text", [&c](const YAML::Node& n) {
+                     c.text_paths = n.IsSequence() ? n.as<std::vector<std::string>>()
+                                                   : std::vector<std::string>{n.as<std::string>()};
+                   }};
+  KOI_RETURN_IF_ERROR(read_section(root, "data",
+                                   {text, field("tokenizer", &tokenizer), field("val_fraction", &c.val_fraction),
+                                    field("shards", &c.shards_dir), field("shard_tokens", &c.shard_tokens)},
+                                   file_name));
   KOI_RETURN_IF_ERROR(read_section(
       root, "train",
       {field("batch_size", &c.batch_size), field("seq_len", &c.seq_len), field("steps", &c.steps),
@@ -197,7 +252,8 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (m.n_heads > 0) m.head_dim = m.dim / m.n_heads;
   if (c.seq_len == 0 && c.init_from.empty()) c.seq_len = m.max_seq_len;
   if (c.schedule.decay_steps == 0) c.schedule.decay_steps = c.steps;
-  if (c.text_path.empty()) return Status::invalid_argument(file_name + ": data.text (the corpus) is required");
+  if (c.text_paths.empty()) return Status::invalid_argument(file_name + ": data.text (the corpus) is required");
+  if (c.shard_tokens < 1) return Status::invalid_argument(file_name + ": data.shard_tokens must be at least 1");
   if (c.out_dir.empty()) return Status::invalid_argument(file_name + ": train.out (the run directory) is required");
   if (c.init_from.empty() && (c.seq_len > m.max_seq_len || c.seq_len < 1)) {
     return Status::invalid_argument(file_name + ": train.seq_len must be between 1 and model.context");
@@ -224,15 +280,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
                                     std::to_string(ranks) + " ranks; use a multiple of the rank count");
   }
-  KOI_ASSIGN_OR_RETURN(std::string text, read_file(c.text_path));
-  std::optional<BaseModel> base;  // the model fine-tuned
-  TrainState state;
-  if (c.init_from.empty()) {
-    state.chars = CharVocab::from_text(text).chars();
-  } else {
-    KOI_ASSIGN_OR_RETURN(base, load_base_model(c.init_from));
-    state.tokenizer = base->tokenizer;
+  std::vector<MappedFile> texts;
+  for (const std::string& path : c.text_paths) {
+    KOI_ASSIGN_OR_RETURN(MappedFile text, MappedFile::open(path));
+    texts.push_back(std::move(text));
   }
+  std::optional<BaseModel> base;  // the model fine-tuned
+  if (!c.init_from.empty()) {
+    KOI_ASSIGN_OR_RETURN(base, load_base_model(c.init_from));
+  }
+  TrainState state;
   std::string ckpt_dir;
   if (resume) {
     auto latest = latest_checkpoint(c.out_dir);
@@ -243,27 +300,25 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       return latest.status();
     }
   }
-  KOI_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, encode_corpus(state, text));
-  const size_t n_train = static_cast<size_t>(static_cast<double>(tokens.size()) * (1.0 - c.val_fraction));
-  const std::vector<int32_t> train_tokens(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n_train));
-  const std::vector<int32_t> val_tokens(tokens.begin() + static_cast<std::ptrdiff_t>(n_train), tokens.end());
+  if (ckpt_dir.empty() && base) {
+    state.tokenizer = base->tokenizer;
+  } else if (ckpt_dir.empty() && !c.tokenizer_path.empty()) {
+    Result<tokenizer::Tokenizer> tok = tokenizer::load_tokenizer(c.tokenizer_path);
+    if (!tok.ok()) return tok.status().with_prefix("data.tokenizer");
+    state.tokenizer = tok->spec();
+  } else if (ckpt_dir.empty()) {
+    std::vector<std::string_view> views;
+    for (const MappedFile& text : texts) views.push_back(text.view());
+    state.chars = CharVocab::from_texts(views).chars();
+  }
   const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / ranks;
   const int64_t first = int64_t{rank} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
   }
-  if (static_cast<int>(val_tokens.size()) <= T || static_cast<int>(train_tokens.size()) <= T) {
-    return Status::invalid_argument(c.text_path + ": too short for windows of " + std::to_string(T + 1) +
-                                    " tokens in both the train and validation parts");
-  }
-
   model::ModelConfig mc = base ? base->config : c.model;
-  if (!base) mc.n_vocab = CharVocab::from_chars(state.chars).n_vocab();
-  if (const int32_t top = *std::max_element(tokens.begin(), tokens.end()); top >= mc.n_vocab) {
-    return Status::invalid_argument(c.text_path + ": the tokenizer gives token id " + std::to_string(top) +
-                                    ", outside the model's vocabulary of " + std::to_string(mc.n_vocab));
-  }
+  if (!base) mc.n_vocab = tokenizer_vocab(state);
   ThreadPool pool(c.threads);
   KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
@@ -282,6 +337,18 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   }
   KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
                                           static_cast<int64_t>(state.loader_position)}));
+  KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
+  const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
+  const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
+  if (val_tokens.size() <= static_cast<uint64_t>(T) || train_tokens.size() <= static_cast<uint64_t>(T)) {
+    return Status::invalid_argument(corpus_name(c) + ": too short for windows of " + std::to_string(T + 1) +
+                                    " tokens in both the train and validation parts");
+  }
+  if (shards.max_token() >= mc.n_vocab) {
+    return Status::invalid_argument(corpus_name(c) + ": the tokenizer gives token id " +
+                                    std::to_string(shards.max_token()) + ", outside the model's vocabulary of " +
+                                    std::to_string(mc.n_vocab));
+  }
   std::error_code ec;
   std::filesystem::create_directories(c.out_dir, ec);
   if (ec) return Status::io_error(c.out_dir + ": cannot create the run directory: " + ec.message());
@@ -289,28 +356,32 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (rank == 0) {
     const std::string parallel =
         ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
-    std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %zu train / %zu val tokens; %d threads%s\n",
-                 static_cast<long long>(model.params().size()), mc.n_vocab, train_tokens.size(), val_tokens.size(),
-                 pool.num_threads(), parallel.c_str());
+    std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
+                 static_cast<long long>(model.params().size()), mc.n_vocab,
+                 static_cast<unsigned long long>(train_tokens.size()),
+                 static_cast<unsigned long long>(val_tokens.size()), pool.num_threads(), parallel.c_str());
     if (model.lora() != nullptr) {
       std::fprintf(stderr, "LoRA rank %d, alpha %g: %zu trained parameters, the base is frozen\n", c.lora.rank,
                    static_cast<double>(model.lora()->config().alpha), model.trainable_params().size());
     }
   }
 
-  BatchLoader loader(&train_tokens, B, T, c.seed);
+  BatchLoader loader(train_tokens, B, T, c.seed);
   loader.set_position(state.loader_position);
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   TrainResult result;
   int64_t saved_step = -1;
+  CheckpointWriter writer(c.out_dir, c.keep_checkpoints, c.before_checkpoint_commit);
+  // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
     saved_step = state.step;
     return opt.with_full_state([&](AdamW& full) -> Status {
       if (rank != 0) return ok_status();
-      KOI_ASSIGN_OR_RETURN(result.checkpoint, save_checkpoint(c.out_dir, state, model, full));
-      prune_checkpoints(c.out_dir, c.keep_checkpoints);
-      return ok_status();
+      const auto t0 = std::chrono::steady_clock::now();
+      CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
+      return writer.submit(std::move(snapshot),
+                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     });
   };
   auto evaluate = [&](bool with_train) -> Status {
@@ -403,6 +474,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());
   }
+  KOI_ASSIGN_OR_RETURN(result.checkpoint, writer.finish());
   KOI_RETURN_IF_ERROR(cm.barrier("barrier after the last checkpoint"));
   result.steps = state.step;
   return result;

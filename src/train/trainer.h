@@ -1,16 +1,21 @@
 // The trainer: a training run from a YAML recipe, start to finish.
 //
-// run_training() builds the character vocabulary of the corpus, splits its tokens into
-// train and validation parts (the first 1 - val_fraction for training, as nanoGPT), then
-// runs the step loop: draw grad_accum batches, forward and backward, clip the gradient
-// norm, set the learning rate of the schedule, AdamW step. It prints a progress line
-// (step, loss, learning rate, tokens/s, time left) to stderr, appends metrics as JSON
-// lines to OUT/metrics.jsonl, estimates the validation loss every eval_interval steps and
-// at the end, and writes an atomic checkpoint (checkpoint.h) every checkpoint_interval
-// steps, when *stop becomes true (SIGTERM) and at the end, keeping the newest
-// keep_checkpoints. With resume it continues from the newest complete checkpoint of OUT;
-// the result is bit-identical to a run that was never interrupted (the loader's batches
-// depend only on (seed, position), every kernel is deterministic).
+// run_training() takes the run's tokenizer (the character vocabulary of the corpus, a
+// tokenizer file or directory, or the fine-tuned model's), tokenizes the corpus once into
+// token shards (data.h; OUT/data by default, reused while the corpus and the tokenizer stay
+// the same), splits the token sequence into train and validation parts (the first
+// 1 - val_fraction for training, as nanoGPT), then runs the step loop: draw grad_accum
+// batches, forward and backward, clip the gradient norm, set the learning rate of the
+// schedule, AdamW step. It prints a progress line (step, loss, learning rate, tokens/s,
+// time left) to stderr, appends metrics as JSON lines to OUT/metrics.jsonl, estimates the
+// validation loss every eval_interval steps and at the end, and writes an atomic
+// checkpoint (checkpoint.h) every checkpoint_interval steps, when *stop becomes true
+// (SIGTERM) and at the end, keeping the newest keep_checkpoints. The loop only copies the
+// state for a checkpoint; a background thread writes it while training goes on (a failed
+// write fails the run at the next checkpoint or at the end), and the run returns after the
+// last write has finished. With resume it continues from the newest complete checkpoint of
+// OUT; the result is bit-identical to a run that was never interrupted (the loader's
+// batches depend only on (seed, position), every kernel is deterministic).
 // Fine-tuning (init_from) takes the shape, the weights and the tokenizer of an existing
 // model instead (finetune.h); with lora.rank > 0 the base stays frozen and only LoRA
 // adapters are trained (lora.h).
@@ -25,7 +30,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "model/model_config.h"
@@ -39,7 +46,12 @@ struct TrainConfig {
   model::ModelConfig model;  // n_vocab comes from the data; max_seq_len is the context
   std::string init_from;     // fine-tune this model (GGUF or HF directory) instead of `model`
   LoraConfig lora;           // rank > 0: train LoRA adapters of init_from only
-  std::string text_path;     // the corpus (UTF-8 text)
+  std::vector<std::string> text_paths;  // the corpus (UTF-8 text files, tokenized in order)
+  // data.tokenizer: a tokenizer (HF directory with tokenizer.json, .gguf, llama2.c
+  // tokenizer.bin) for a new model; empty: the character vocabulary (or init_from's).
+  std::string tokenizer_path;
+  std::string shards_dir;  // token shards; empty: OUT/data
+  int64_t shard_tokens = 100'000'000;
   double val_fraction = 0.1;
   int batch_size = 12;
   int seq_len = 0;  // 0: the context (of init_from's model when fine-tuning)
@@ -58,6 +70,9 @@ struct TrainConfig {
   int threads = 0;  // 0: the physical cores
   int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
+  // Test seam (a slow disk): called on the checkpoint writer thread with the checkpoint's
+  // step after its files are written, before it is committed.
+  std::function<void(int64_t step)> before_checkpoint_commit;
 };
 
 // Parses a recipe (sections model, data, train; see recipes/shakespeare_char.yaml). Unknown

@@ -2,6 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "base/file.h"
+#include "model/gguf.h"
+#include "tokenizer/load.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+
 namespace koi::train {
 namespace {
 
@@ -21,6 +30,24 @@ train: {batch_size: 3, steps: 40, lr: 2.0e-3, warmup_steps: 4, out: run, seed: 5
   EXPECT_FLOAT_EQ(c->schedule.lr, 2e-3f);
   EXPECT_EQ(c->seed, 5u);
   EXPECT_TRUE(c->model.tied_embeddings);
+  EXPECT_EQ(c->text_paths, std::vector<std::string>{"corpus.txt"});
+  EXPECT_EQ(c->tokenizer_path, "");
+  EXPECT_EQ(c->shards_dir, "");
+  EXPECT_EQ(c->shard_tokens, 100'000'000);
+}
+
+TEST(ParseTrainConfig, ReadsTextListsTokenizerPathsAndShards) {
+  auto c = parse_train_config(R"(
+model: {dim: 32, layers: 2, heads: 4, context: 16}
+data: {text: [a.txt, b.txt], tokenizer: tok/dir, shards: cache, shard_tokens: 1000}
+train: {out: run}
+)",
+                              "r.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->text_paths, (std::vector<std::string>{"a.txt", "b.txt"}));
+  EXPECT_EQ(c->tokenizer_path, "tok/dir");
+  EXPECT_EQ(c->shards_dir, "cache");
+  EXPECT_EQ(c->shard_tokens, 1000);
 }
 
 TEST(ParseTrainConfig, ErrorsNameTheKey) {
@@ -32,8 +59,155 @@ TEST(ParseTrainConfig, ErrorsNameTheKey) {
   EXPECT_EQ(section.status().message(), "r.yaml: unknown section 'optim' (known: model, data, train)");
   auto no_out = parse_train_config("model: {dim: 8, heads: 2}\ndata: {text: a.txt}\n", "r.yaml");
   EXPECT_EQ(no_out.status().message(), "r.yaml: train.out (the run directory) is required");
-  auto bpe = parse_train_config("data: {text: a.txt, tokenizer: bpe}\n", "r.yaml");
-  EXPECT_EQ(bpe.status().message(), "r.yaml: data.tokenizer 'bpe' is not supported yet; use char, or model with model.init_from");
+  auto model = parse_train_config("data: {text: a.txt, tokenizer: model}\n", "r.yaml");
+  EXPECT_EQ(model.status().message(),
+            "r.yaml: data.tokenizer 'model' needs model.init_from; use char or the path of a tokenizer (a directory "
+            "with tokenizer.json, a .gguf, a tokenizer.bin)");
+  auto shard = parse_train_config("model: {dim: 8, heads: 2, context: 4}\ndata: {text: a.txt, shard_tokens: 0}\n"
+                                  "train: {out: r}\n",
+                                  "r.yaml");
+  EXPECT_EQ(shard.status().message(), "r.yaml: data.shard_tokens must be at least 1");
+}
+
+class RunTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = *make_temp_dir("koi-trainer");
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += "the cat sat on the mat, line " + std::to_string(i) + ".\n";
+    corpus_ = path_join(dir_, "corpus.txt");
+    ASSERT_TRUE(write_file_atomic(corpus_, text).ok());
+  }
+  void TearDown() override { remove_all(dir_); }
+
+  TrainConfig tiny(const std::string& out) const {
+    TrainConfig c;
+    model::ModelConfig& m = c.model;
+    m.arch = "llama";
+    m.rope_style = kernels::RopeStyle::kNeox;
+    m.dim = 16, m.n_layers = 1, m.n_heads = 2, m.n_kv_heads = 2, m.head_dim = 8, m.ffn_dim = 32, m.max_seq_len = 8;
+    c.text_paths = {corpus_};
+    c.batch_size = 2, c.seq_len = 8, c.steps = 12, c.eval_iters = 1, c.log_interval = 0, c.threads = 1;
+    c.schedule.decay_steps = c.steps;
+    c.out_dir = path_join(dir_, out);
+    return c;
+  }
+  std::string dir_, corpus_;
+};
+
+// A tokenizer file for a new model: its vocabulary sizes the model, it encodes the corpus
+// into OUT/data, and every checkpoint carries it.
+TEST_F(RunTrainingTest, PretrainsWithATokenizerFromAPath) {
+  tokenizer::TokenizerSpec spec = CharVocab::from_text(*read_file(corpus_)).to_spec();
+  for (const char* piece : {"th", "he", "the", "at"}) {  // merges: fewer tokens than characters
+    spec.tokens.push_back(piece);
+    spec.types.push_back(tokenizer::TokenType::kNormal);
+    spec.scores.push_back(1.0f);
+  }
+  model::GgufWriter writer;
+  tokenizer::spec_to_gguf(spec, writer);
+  const std::string tok_path = path_join(dir_, "tok.gguf");
+  ASSERT_TRUE(writer.write(tok_path).ok());
+  TrainConfig c = tiny("run");
+  c.tokenizer_path = tok_path;
+  auto result = run_training(c, /*resume=*/false, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  auto config = read_checkpoint_config(result->checkpoint);
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->n_vocab, static_cast<int>(spec.tokens.size()));
+  auto state = read_checkpoint_state(result->checkpoint);
+  ASSERT_TRUE(state.ok() && state->tokenizer);
+  EXPECT_EQ(state->tokenizer->tokens, spec.tokens);
+  EXPECT_TRUE(state->chars.empty());
+
+  // The shards hold the tokenizer's encoding of the corpus.
+  const std::vector<int32_t> ids = tokenizer::Tokenizer::create(spec)->encode(*read_file(corpus_), false, false);
+  const std::string text = *read_file(corpus_);
+  auto shards = TokenShards::open(path_join(c.out_dir, "data"), shard_key({text}, tokenizer_identity(spec)));
+  ASSERT_TRUE(shards.ok()) << shards.status().message();
+  std::vector<int32_t> stored(shards->size());
+  shards->read(0, static_cast<int64_t>(stored.size()), stored.data());
+  EXPECT_EQ(stored, ids);
+  EXPECT_LT(ids.size(), read_file(corpus_)->size());
+
+  c.tokenizer_path = path_join(dir_, "missing");
+  EXPECT_EQ(run_training(c, false, nullptr).status().message(),
+            "data.tokenizer: " + c.tokenizer_path + ": cannot open: No such file or directory");
+}
+
+// Shards are made once: a second run reuses them; a changed corpus is tokenized again.
+TEST_F(RunTrainingTest, ShardsAreReusedUntilTheCorpusChanges) {
+  TrainConfig c = tiny("run");
+  c.shards_dir = path_join(dir_, "shards");
+  c.steps = 2;
+  auto tokenized = [&] {
+    testing::internal::CaptureStderr();
+    EXPECT_TRUE(run_training(c, false, nullptr).ok());
+    return testing::internal::GetCapturedStderr().find("tokenized ") != std::string::npos;
+  };
+  EXPECT_TRUE(tokenized());
+  EXPECT_TRUE(file_exists(path_join(dir_, "shards/tokens-00000.bin")));
+  EXPECT_FALSE(tokenized());
+  ASSERT_TRUE(write_file_atomic(corpus_, *read_file(corpus_) + "one more line.\n").ok());
+  EXPECT_TRUE(tokenized());
+}
+
+// data.text as a list: the files' tokens in order, one character vocabulary over all.
+TEST_F(RunTrainingTest, SeveralTextFilesAreTokenizedInOrder) {
+  const std::string second = path_join(dir_, "second.txt"), more = "Zebras are quick! " + *read_file(corpus_);
+  ASSERT_TRUE(write_file_atomic(second, more).ok());
+  TrainConfig c = tiny("run");
+  c.text_paths = {corpus_, second};
+  c.steps = 2;
+  auto result = run_training(c, false, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  auto state = read_checkpoint_state(result->checkpoint);
+  ASSERT_TRUE(state.ok());
+  const std::string first = *read_file(corpus_);
+  const CharVocab vocab = CharVocab::from_text(first + more);
+  EXPECT_EQ(state->chars, vocab.chars());
+  auto shards = TokenShards::open(path_join(c.out_dir, "data"), shard_key({first, more}, tokenizer_identity(vocab)));
+  ASSERT_TRUE(shards.ok()) << shards.status().message();
+  std::vector<int32_t> stored(shards->size());
+  shards->read(0, static_cast<int64_t>(stored.size()), stored.data());
+  EXPECT_EQ(stored, *vocab.encode(first + more));
+}
+
+// The step loop hands a checkpoint to the writer thread and goes on: while the write of
+// step 4 is held (a slow disk), the loop logs steps 5, 6 and 7.
+TEST_F(RunTrainingTest, StepLoopContinuesWhileACheckpointIsWritten) {
+  TrainConfig c = tiny("run");
+  c.checkpoint_interval = 4;
+  bool saw_later_steps = false;
+  c.before_checkpoint_commit = [&](int64_t step) {
+    if (step != 4) return;
+    EXPECT_EQ(latest_checkpoint(c.out_dir).status().code(), StatusCode::kNotFound);  // not committed yet
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!saw_later_steps && std::chrono::steady_clock::now() < deadline) {
+      saw_later_steps = read_file(path_join(c.out_dir, "metrics.jsonl"))->find("{\"step\":7,") != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  auto result = run_training(c, false, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_TRUE(saw_later_steps);
+  EXPECT_EQ(result->checkpoint, path_join(c.out_dir, "ckpt-00000012"));
+  EXPECT_TRUE(file_exists(path_join(c.out_dir, "ckpt-00000008/COMPLETE")));
+  EXPECT_TRUE(file_exists(path_join(c.out_dir, "ckpt-00000012/COMPLETE")));
+  EXPECT_FALSE(file_exists(path_join(c.out_dir, "ckpt-00000004")));  // pruned: keep 2
+}
+
+// A write that fails in the background fails the run.
+TEST_F(RunTrainingTest, FailedCheckpointWriteFailsTheRun) {
+  TrainConfig c = tiny("run");
+  c.checkpoint_interval = 4;
+  c.before_checkpoint_commit = [&](int64_t step) {
+    if (step == 8) remove_all(path_join(c.out_dir, ".ckpt-00000008.tmp"));
+  };
+  auto result = run_training(c, false, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message().substr(0, path_join(c.out_dir, ".ckpt-00000008.tmp/COMPLETE").size()),
+            path_join(c.out_dir, ".ckpt-00000008.tmp/COMPLETE"));
 }
 
 }  // namespace
