@@ -4,6 +4,7 @@
 # tokenizers) encodes with its tokenizer.json exactly as Koi does: a character model, and
 # stories260K fine-tuned with LoRA (merged weights; its llama2.c SentencePiece tokenizer
 # written as a BPE with merges).
+# koi serve loads the LoRA model's HF directory and completes as koi generate does.
 # Usage: train_export_hf.sh KOI SHARED_DIR
 set -euo pipefail
 KOI=$1
@@ -13,7 +14,8 @@ cache=${KOI_NPM_CACHE:-$HOME/.cache/koi-npm}
 [ -f "$cache/node_modules/@lenml/tokenizers/package.json" ] ||
   npm i --prefix "$cache" --no-audit --no-fund @lenml/tokenizers
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+server=""
+trap '[ -n "$server" ] && kill -KILL "$server" 2>/dev/null; rm -rf "$WORK"' EXIT
 head -c 40000 "$SHARED/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
 cat > "$WORK/tiny.yaml" <<YAML
 model: {dim: 32, layers: 2, heads: 4, ffn_dim: 64, context: 64, tied_embeddings: true}
@@ -70,6 +72,25 @@ for flags in "-t 0" "-t 1 --seed 7"; do
   [ "$gguf" = "$hf" ] || { printf 'FAIL: LoRA GGUF and HF generate differently\n%s\n---\n%s\n' "$gguf" "$hf"; exit 1; }
 done
 node "$HERE/tokenizer_train.js" "$KOI" "$cache" "$WORK/lora-hf" "$WORK/corpus.json"
+
+# koi serve loads the HF directory and completes greedily as koi generate does.
+"$KOI" serve --model "$WORK/lora-hf" --served-model-name lora --port 0 > "$WORK/serve.out" 2> "$WORK/serve.err" &
+server=$!
+for _ in $(seq 100); do
+  grep -q "listening on" "$WORK/serve.out" 2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || { cat "$WORK/serve.err"; echo "FAIL: koi serve exited at start"; exit 1; }
+  sleep 0.1
+done
+url=$(sed -n 's/^listening on //p' "$WORK/serve.out")
+served=$(curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "lora", "prompt": "Once upon", "max_tokens": 40, "temperature": 0}' |
+  /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"], end="")')
+kill -TERM "$server"
+wait "$server" || { cat "$WORK/serve.err"; echo "FAIL: koi serve did not stop cleanly"; exit 1; }
+server=""
+greedy=$("$KOI" generate -m "$WORK/lora-hf" -p "Once upon" -n 40 -t 0 2>/dev/null)
+[ -n "$served" ] && [[ "$greedy" == *"$served"* ]] ||
+  { printf 'FAIL: koi serve on the HF export completed differently\n%s\n---\n%s\n' "$served" "$greedy"; exit 1; }
 
 if "$KOI" train export "$WORK/run" --format hf --type q8_0 -o "$WORK/q8" 2> "$WORK/err.txt"; then
   echo "FAIL: q8_0 HF export accepted"; exit 1

@@ -50,14 +50,14 @@ DistributedAdamW::DistributedAdamW(Communicator* comm, AdamWConfig config, const
   for (int r = 0; r < comm->size(); ++r) shard_sizes_.push_back(split_range(num_params_, comm->size(), r).size());
 }
 
-Status DistributedAdamW::step(std::vector<float>& params, const std::vector<float>& grads, float lr) {
+Status DistributedAdamW::step(std::vector<float>& params, const std::vector<float>& grads, float lr, ThreadPool* pool) {
   if (zero_stage_ == 0) {
-    opt_.step(params, grads, layout_, lr);
+    opt_.step(params, grads, layout_, lr, pool);
     return ok_status();
   }
   shard_params_.assign(params.begin() + shard_.begin, params.begin() + shard_.end);
   shard_grads_.assign(grads.begin() + shard_.begin, grads.begin() + shard_.end);
-  opt_.step(shard_params_, shard_grads_, layout_, lr);
+  opt_.step(shard_params_, shard_grads_, layout_, lr, pool);
   std::copy(shard_params_.begin(), shard_params_.end(), params.begin() + shard_.begin);
   return comm_->allgather(params.data(), shard_sizes_, "allgather params");
 }

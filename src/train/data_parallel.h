@@ -40,8 +40,9 @@ class DistributedAdamW {
   // zero_stage 0 or 1; layout covers the whole parameter vector.
   DistributedAdamW(Communicator* comm, AdamWConfig config, const std::vector<ParamTensor>& layout, int zero_stage);
 
-  // One AdamW update of params with the (already summed) grads; identical on every rank.
-  Status step(std::vector<float>& params, const std::vector<float>& grads, float lr);
+  // One AdamW update of params with the (already summed) grads; identical on every rank (and
+  // for any pool, which runs the update when given).
+  Status step(std::vector<float>& params, const std::vector<float>& grads, float lr, ThreadPool* pool = nullptr);
   // Calls use(state) with the whole optimizer state: this rank's own under stage 0, a
   // gathered copy under stage 1 (every rank gathers; use it on one rank to write it).
   Status with_full_state(const std::function<Status(AdamW&)>& use);

@@ -273,9 +273,14 @@ void LlamaTrain::resize_activations(int B, int T) {
   targets_.resize(static_cast<size_t>(N));
 }
 
+// Causal attention works in blocks of kCausalRows query rows (a multiple of every sgemm
+// level's row tile: 12, 6, 4), so the products skip most of the masked upper triangle: rows
+// [r0, r1) only meet keys [0, r1), and keys [c0, c1) only meet queries [c0, T).
+constexpr int64_t kCausalRows = 24;
+
 // Per (b, h), with Q (T, D), K and V (T, D) of kv head kvh = h / (H / KV):
 //   P = causal_softmax(Q K^T / sqrt(D)) (kept in att, (B, H, T, T)),  attn_out = P V.
-// Each product is one sgemm over the strided rows of q, k, v (the masked entries of P are 0).
+// The products are sgemms over the strided rows of q, k, v; the masked entries of P are 0.
 void LlamaTrain::attention_forward(int layer) {
   LayerActs& a = acts_[static_cast<size_t>(layer)];
   const model::ModelConfig& c = config_;
@@ -289,14 +294,18 @@ void LlamaTrain::attention_forward(int layer) {
       const float* k = a.k.data() + b * T * KVD + kvh * D;
       const float* v = a.v.data() + b * T * KVD + kvh * D;
       float* p = a.att.data() + item * T * T;
-      kernels::sgemm(T, T, D, {q, QD, 1}, {k, 1, KVD}, p, T, false, nullptr);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = p + t * T;
-        for (int64_t j = 0; j <= t; ++j) row[j] *= scale;
-        kernels::softmax(row, t + 1);
-        std::fill(row + t + 1, row + T, 0.0f);
+      float* out = a.attn_out.data() + b * T * QD + h * D;
+      for (int64_t r0 = 0; r0 < T; r0 += kCausalRows) {
+        const int64_t r1 = std::min(T, r0 + kCausalRows);
+        kernels::sgemm(r1 - r0, r1, D, {q + r0 * QD, QD, 1}, {k, 1, KVD}, p + r0 * T, T, false, nullptr);
+        for (int64_t t = r0; t < r1; ++t) {
+          float* row = p + t * T;
+          for (int64_t j = 0; j <= t; ++j) row[j] *= scale;
+          kernels::softmax(row, t + 1);
+          std::fill(row + t + 1, row + T, 0.0f);
+        }
+        kernels::sgemm(r1 - r0, D, r1, {p + r0 * T, T, 1}, {v, KVD, 1}, out + r0 * QD, QD, false, nullptr);
       }
-      kernels::sgemm(T, D, T, {p, T, 1}, {v, KVD, 1}, a.attn_out.data() + b * T * QD + h * D, QD, false, nullptr);
     }
   });
 }
@@ -323,17 +332,28 @@ void LlamaTrain::attention_backward(int layer, const float* dout, float* dq, flo
         const float* p = a.att.data() + (b * H + h) * T * T;
         const float* g = dout + b * T * QD + h * D;
         const float* q = a.q.data() + b * T * QD + h * D;
-        kernels::sgemm(T, D, T, {p, 1, T}, {g, QD, 1}, dv_b, KVD, true, nullptr);
-        kernels::sgemm(T, T, D, {g, QD, 1}, {v, 1, KVD}, ds.data(), T, false, nullptr);
-        for (int64_t t = 0; t < T; ++t) {
-          const float* pt = p + t * T;
-          float* st = ds.data() + t * T;
-          const float sum = kernels::dot(pt, st, t + 1);
-          for (int64_t j = 0; j <= t; ++j) st[j] = pt[j] * (st[j] - sum) * scale;
-          std::fill(st + t + 1, st + T, 0.0f);
+        float* dq_bh = dq + b * T * QD + h * D;
+        for (int64_t r0 = 0; r0 < T; r0 += kCausalRows) {
+          const int64_t r1 = std::min(T, r0 + kCausalRows), rows = r1 - r0, later = T - r0;
+          // Keys [r0, r1) meet queries [r0, T): P^T and dS^T read from row r0, column r0.
+          kernels::sgemm(rows, D, later, {p + r0 * T + r0, 1, T}, {g + r0 * QD, QD, 1}, dv_b + r0 * KVD, KVD, true,
+                         nullptr);
+          kernels::sgemm(rows, r1, D, {g + r0 * QD, QD, 1}, {v, 1, KVD}, ds.data() + r0 * T, T, false, nullptr);
+          for (int64_t t = r0; t < r1; ++t) {
+            const float* pt = p + t * T;
+            float* st = ds.data() + t * T;
+            const float sum = kernels::dot(pt, st, t + 1);
+            for (int64_t j = 0; j <= t; ++j) st[j] = pt[j] * (st[j] - sum) * scale;
+            std::fill(st + t + 1, st + T, 0.0f);
+          }
+          kernels::sgemm(rows, D, r1, {ds.data() + r0 * T, T, 1}, {k, KVD, 1}, dq_bh + r0 * QD, QD, true, nullptr);
         }
-        kernels::sgemm(T, D, T, {ds.data(), T, 1}, {k, KVD, 1}, dq + b * T * QD + h * D, QD, true, nullptr);
-        kernels::sgemm(T, D, T, {ds.data(), 1, T}, {q, QD, 1}, dk_b, KVD, true, nullptr);
+        // dK needs every row of dS: a second sweep, by key blocks.
+        for (int64_t r0 = 0; r0 < T; r0 += kCausalRows) {
+          const int64_t r1 = std::min(T, r0 + kCausalRows);
+          kernels::sgemm(r1 - r0, D, T - r0, {ds.data() + r0 * T + r0, 1, T}, {q + r0 * QD, QD, 1}, dk_b + r0 * KVD,
+                         KVD, true, nullptr);
+        }
       }
     }
   });
@@ -365,13 +385,15 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     lora_forward(l, LoraTarget::kQ, a.xn1.data(), a.q.data(), N);
     lora_forward(l, LoraTarget::kK, a.xn1.data(), a.k.data(), N);
     lora_forward(l, LoraTarget::kV, a.xn1.data(), a.v.data(), N);
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t pos = n % T;
-      const float* cs = rope_cos_.data() + pos * half;
-      const float* sn = rope_sin_.data() + pos * half;
-      rope_rotate(a.q.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
-      rope_rotate(a.k.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
-    }
+    pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const int64_t pos = n % T;
+        const float* cs = rope_cos_.data() + pos * half;
+        const float* sn = rope_sin_.data() + pos * half;
+        rope_rotate(a.q.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
+        rope_rotate(a.k.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, 1.0f);
+      }
+    });
     attention_forward(l);
     // x_mid = x_in + attn_out Wo^T   (N, C)
     linear_forward(pool_, a.x_mid.data(), a.attn_out.data(), L.wo, nullptr, N, QD, C);
@@ -383,8 +405,12 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     linear_forward(pool_, a.up.data(), a.xn2.data(), L.w_up, nullptr, N, C, F);
     lora_forward(l, LoraTarget::kGate, a.xn2.data(), a.gate.data(), N);
     lora_forward(l, LoraTarget::kUp, a.xn2.data(), a.up.data(), N);
-    kernels::sigmoid(a.gate.data(), a.sig.data(), N * F);
-    for (int64_t i = 0; i < N * F; ++i) a.h[i] = a.gate[i] * a.sig[i] * a.up[i];
+    pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {  // row by row: the same values for any split
+        kernels::sigmoid(a.gate.data() + n * F, a.sig.data() + n * F, F);
+        for (int64_t i = n * F; i < (n + 1) * F; ++i) a.h[i] = a.gate[i] * a.sig[i] * a.up[i];
+      }
+    });
     float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
@@ -430,10 +456,12 @@ void LlamaTrain::backward(float loss_scale) {
 
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
   ensure(dlogits_, N * V);
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t v = 0; v < V; ++v) dlogits_[n * V + v] = loss_scale * probs_[n * V + v];
-    dlogits_[n * V + targets_[n]] -= loss_scale;
-  }
+  pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      for (int64_t v = 0; v < V; ++v) dlogits_[n * V + v] = loss_scale * probs_[n * V + v];
+      dlogits_[n * V + targets_[n]] -= loss_scale;
+    }
+  });
   zero(dxn_, N * C);
   linear_backward(pool_, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
@@ -449,11 +477,13 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kDown, a.h.data(), dx_.data(), dh_.data(), N);
     ensure(dgate_, N * F);
     ensure(dup_, N * F);
-    for (int64_t i = 0; i < N * F; ++i) {
-      const float gi = a.gate[i], s = a.sig[i];
-      dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
-      dup_[i] = dh_[i] * gi * s;
-    }
+    pool_->parallel_for(N * F, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = a.gate[i], s = a.sig[i];
+        dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
+        dup_[i] = dh_[i] * gi * s;
+      }
+    });
     zero(dxn_, N * C);
     linear_backward(pool_, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
     linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
@@ -469,13 +499,15 @@ void LlamaTrain::backward(float loss_scale) {
     zero(dk_, N * KVD);
     zero(dv_, N * KVD);
     attention_backward(l, dattn_.data(), dq_.data(), dk_.data(), dv_.data());
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t pos = n % T;
-      const float* cs = rope_cos_.data() + pos * half;
-      const float* sn = rope_sin_.data() + pos * half;
-      rope_rotate(dq_.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
-      rope_rotate(dk_.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
-    }
+    pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const int64_t pos = n % T;
+        const float* cs = rope_cos_.data() + pos * half;
+        const float* sn = rope_sin_.data() + pos * half;
+        rope_rotate(dq_.data() + n * QD, c.n_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
+        rope_rotate(dk_.data() + n * KVD, c.n_kv_heads, c.head_dim, cs, sn, c.rope_style, -1.0f);
+      }
+    });
     zero(dxn_, N * C);
     linear_backward(pool_, dxn_.data(), G.wq, G.bq, dq_.data(), a.xn1.data(), L.wq, N, C, QD);
     linear_backward(pool_, dxn_.data(), G.wk, G.bk, dk_.data(), a.xn1.data(), L.wk, N, C, KVD);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "train/llama_train.h"
 
 namespace koi::train {
@@ -24,8 +25,9 @@ class AdamW {
   AdamW(AdamWConfig config, int64_t num_params);
 
   // One update of params with grads at learning rate lr; layout says which tensors decay.
+  // Each element's update is independent, so running it on a pool changes no result.
   void step(std::vector<float>& params, const std::vector<float>& grads, const std::vector<ParamTensor>& layout,
-            float lr);
+            float lr, ThreadPool* pool = nullptr);
 
   int64_t steps() const { return steps_; }
   std::vector<float>& m() { return m_; }

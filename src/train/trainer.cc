@@ -425,7 +425,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     loss = step_stats[0] / B / c.grad_accum;
     const float norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
     const float lr = lr_at(c.schedule, state.step);
-    KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr));
+    KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
     ++state.step;
 
     const double step_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
