@@ -146,51 +146,59 @@ TEST(Matmul, QuantizedActivationErrorIsAsPredicted) {
 }
 
 // A token's output row is bitwise the same whatever the batch around it and the thread count.
+// 37 tokens: prefill tiles of every width; 600: more than one prefill pass over the rows
+// (kQuantTokenChunk); 101 rows: full and partial row tiles, split differently across threads.
 TEST(Matmul, RowsAreBitwiseIndependentOfBatchAndThreads) {
   Rng rng(3);
-  constexpr int64_t kTokens = 37, kOut = 101;
+  constexpr int64_t kOut = 101;
   for (Isa isa : levels()) {
     ScopedIsa scoped(isa);
     for (DType type : kTypes) {
-      SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type));
-      const int64_t in = quantized(type) ? 320 : 331;
-      Weights w = random_weights(rng, type, in, kOut);
-      std::vector<float> x = random_floats(rng, kTokens * in);
-      std::vector<float> alone(static_cast<size_t>(kTokens * kOut));
-      for (int64_t t = 0; t < kTokens; ++t) {
-        matmul(w.view, x.data() + t * in, alone.data() + t * kOut, 1, nullptr);
-      }
-      for (int threads : {1, 2, 3}) {
-        ThreadPool pool(threads);
-        std::vector<float> batched(alone.size());
-        matmul(w.view, x.data(), batched.data(), kTokens, &pool);
-        EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), alone.size() * sizeof(float)))
-            << threads << " threads, 37 tokens";
-        std::vector<float> single(static_cast<size_t>(kOut));
-        matmul(w.view, x.data() + 5 * in, single.data(), 1, &pool);
-        EXPECT_EQ(0, std::memcmp(single.data(), alone.data() + 5 * kOut, kOut * sizeof(float)))
-            << threads << " threads, 1 token";
+      for (int64_t n_tokens : {37, 600}) {
+        SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " " << n_tokens << " tokens");
+        const int64_t in = quantized(type) ? 320 : 331;
+        Weights w = random_weights(rng, type, in, kOut);
+        std::vector<float> x = random_floats(rng, n_tokens * in);
+        std::vector<float> alone(static_cast<size_t>(n_tokens * kOut));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          matmul(w.view, x.data() + t * in, alone.data() + t * kOut, 1, nullptr);
+        }
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          std::vector<float> batched(alone.size());
+          matmul(w.view, x.data(), batched.data(), n_tokens, &pool);
+          EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), alone.size() * sizeof(float))) << threads << " threads";
+          std::vector<float> single(static_cast<size_t>(kOut));
+          matmul(w.view, x.data() + 5 * in, single.data(), 1, &pool);
+          EXPECT_EQ(0, std::memcmp(single.data(), alone.data() + 5 * kOut, kOut * sizeof(float)))
+              << threads << " threads, 1 token";
+        }
       }
     }
   }
 }
 
 TEST(Matmul, IntegerDotsAgreeBitwiseAcrossLevels) {
-  // vpdpbusd and maddubs produce the same exact int32 sums, so avx2 and avx512 agree bitwise.
+  // Both levels compute each block's exact integer dot (vpdpbusd at AVX-512, maddubs at AVX2, in
+  // tiles of 16 and 8 rows) and the same float sequence over the blocks: decode (1 token) and
+  // prefill (5 tokens) agree bitwise, on full and partial row tiles (40 rows).
   if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "needs AVX-512 VNNI";
   Rng rng(11);
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-    Weights w = random_weights(rng, type, 512, 9);
-    std::vector<float> x = random_floats(rng, 5 * 512), y2(45), y512(45);
-    {
-      ScopedIsa scoped(Isa::kAvx2);
-      matmul(w.view, x.data(), y2.data(), 5, nullptr);
+    for (int64_t n_tokens : {1, 5}) {
+      Weights w = random_weights(rng, type, 512, 40);
+      std::vector<float> x = random_floats(rng, n_tokens * 512), y2(n_tokens * 40), y512(n_tokens * 40);
+      {
+        ScopedIsa scoped(Isa::kAvx2);
+        matmul(w.view, x.data(), y2.data(), n_tokens, nullptr);
+      }
+      {
+        ScopedIsa scoped(Isa::kAvx512);
+        matmul(w.view, x.data(), y512.data(), n_tokens, nullptr);
+      }
+      EXPECT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float)))
+          << dtype_name(type) << " " << n_tokens << " tokens";
     }
-    {
-      ScopedIsa scoped(Isa::kAvx512);
-      matmul(w.view, x.data(), y512.data(), 5, nullptr);
-    }
-    EXPECT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float))) << dtype_name(type);
   }
 }
 

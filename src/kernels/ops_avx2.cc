@@ -2,9 +2,13 @@
 // quantizer shared by every SIMD level, and the vectorised element-wise ops.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/simd.h"
 
@@ -14,13 +18,12 @@
 namespace koi::kernels::avx2 {
 namespace {
 
-// Tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
-constexpr int kRows = 4, kTokens = 2;
+// Float tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
+// Quantized prefill tiles: 8 rows x 4 tokens (4 accumulators and 4 integer sums).
+constexpr int kRows = 4, kTokens = 2, kQuantTokens = 4;
 
 template <DType kType>
 using FloatK = Float8Kernel<kType, kRows, kTokens>;
-template <DType kType>
-using QuantK = QuantKernel<kType, MaddubsDot, kRows, kTokens>;
 
 // exp(x) for x <= 88 (larger inputs give exp(88)); 0 below -87.3 (where 2^n leaves the normal
 // range). Cephes' range reduction and polynomial: within 2 ulp of expf on [-87.3, 88].
@@ -66,11 +69,16 @@ void quantize_row_q8(const float* x, ActBlockQ8* dst, int64_t n) {
     const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+    const __m256i sums = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
     // packs interleaves 128-bit lanes; the permute restores the order of the 32 values.
     __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
                                         _mm256_packs_epi32(q[2], q[3]));
     packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     dst[b].d = d;
+    dst[b].sum = _mm_cvtsi128_si32(s);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), packed);
   }
 }
@@ -80,8 +88,8 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kF32: return matmul_rows_with<FloatK<DType::kF32>>(a, row_begin, row_end);
     case DType::kF16: return matmul_rows_with<FloatK<DType::kF16>>(a, row_begin, row_end);
     case DType::kBF16: return matmul_rows_with<FloatK<DType::kBF16>>(a, row_begin, row_end);
-    case DType::kQ8_0: return matmul_rows_with<QuantK<DType::kQ8_0>>(a, row_begin, row_end);
-    case DType::kQ4_0: return matmul_rows_with<QuantK<DType::kQ4_0>>(a, row_begin, row_end);
+    case DType::kQ8_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ8_0, kQuantTokens>(a, row_begin, row_end);
+    case DType::kQ4_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ4_0, kQuantTokens>(a, row_begin, row_end);
   }
 }
 

@@ -1,10 +1,14 @@
-// The AVX-512 level (F/BW/DQ/VL/VNNI): 512-bit float dots and vpdpbusd integer dots, in tiles
-// of 4 rows x 4 tokens (16 accumulators of the 32 vector registers).
+// The AVX-512 level (F/BW/DQ/VL/VNNI): 512-bit float dots in tiles of 4 rows x 4 tokens (16
+// accumulators of the 32 vector registers) and vpdpbusd integer dots for quantized weights.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/simd.h"
 
@@ -43,16 +47,47 @@ struct Float16Kernel {
   }
 };
 
+// vpdpbusd adds the 4 products of each lane into int32 with no intermediate saturation, so q8_0
+// weights go in as unsigned w + 128 (w ^ 0x80) against the signed activations.
 struct VnniDot {
-  static constexpr bool kWideProducts = true;  // products go straight into int32 lanes
-  static __m256i dot(__m256i u, __m256i s) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  static int32_t offset(DType type) { return type == DType::kQ4_0 ? 8 : 128; }
+  template <DType kType, class I>
+  static DotW<I> prep(I w) {
+    if constexpr (kType == DType::kQ8_0) {
+      if constexpr (sizeof(I) == 32) return {_mm256_xor_si256(w, _mm256_set1_epi8(-128)), w};
+      else return {_mm512_xor_si512(w, _mm512_set1_epi8(-128)), w};
+    }
+    return {w, w};
   }
-  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  template <DType, class I>
+  static I dot(I acc, const DotW<I>& w, I x) {
+    if constexpr (sizeof(I) == 32) return _mm256_dpbusd_epi32(acc, w.u, x);
+    else return _mm512_dpbusd_epi32(acc, w.u, x);
+  }
 };
 
-template <DType kType>
-using QuantK = QuantKernel<kType, VnniDot, kRows, kTokens>;
+struct Vec512 {
+  static constexpr int kLanes = 16;
+  using I = __m512i;
+  using F = __m512;
+  static I iset1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I iload(const void* p) { return _mm512_loadu_si512(p); }
+  static I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I iand(I a, I b) { return _mm512_and_si512(a, b); }
+  static I isrl4(I a) { return _mm512_srli_epi16(a, 4); }
+  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  static F fset1(float v) { return _mm512_set1_ps(v); }
+  static F fload(const float* p) { return _mm512_loadu_ps(p); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static void fstore(float* p, F a) { _mm512_storeu_ps(p, a); }
+  static I from_halves(const __m256i* h) { return _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1); }
+  static F from_halves(const __m256* h) { return _mm512_insertf32x8(_mm512_castps256_ps512(h[0]), h[1], 1); }
+};
+
+// Quantized prefill tiles: 16 rows x 6 tokens (6 accumulators, 6 integer sums; 8 tokens measured
+// 6% slower, one core).
+constexpr int kQuantTokens = 6;
 
 }  // namespace
 
@@ -61,8 +96,8 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kF32: return matmul_rows_with<Float16Kernel<DType::kF32>>(a, row_begin, row_end);
     case DType::kF16: return matmul_rows_with<Float16Kernel<DType::kF16>>(a, row_begin, row_end);
     case DType::kBF16: return matmul_rows_with<Float16Kernel<DType::kBF16>>(a, row_begin, row_end);
-    case DType::kQ8_0: return matmul_rows_with<QuantK<DType::kQ8_0>>(a, row_begin, row_end);
-    case DType::kQ4_0: return matmul_rows_with<QuantK<DType::kQ4_0>>(a, row_begin, row_end);
+    case DType::kQ8_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ8_0, kQuantTokens>(a, row_begin, row_end);
+    case DType::kQ4_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ4_0, kQuantTokens>(a, row_begin, row_end);
   }
 }
 

@@ -2,9 +2,13 @@
 // products per f32 lane per instruction, as llama.cpp does); every other type as avx512.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/simd.h"
 

@@ -10,12 +10,15 @@
 namespace koi::kernels {
 
 // An activation row quantized for the integer dot products: 32 values per block with an f32
-// scale (ggml's q8_0 keeps an f16 scale; f32 costs nothing here and drops that rounding).
+// scale (ggml's q8_0 keeps an f16 scale; f32 costs nothing here and drops that rounding) and
+// the sum of the 32 values (the integer dots take weights with an offset, w + c, and subtract
+// c * sum).
 struct ActBlockQ8 {
   float d;
+  int32_t sum;
   int8_t qs[32];
 };
-static_assert(sizeof(ActBlockQ8) == 36);
+static_assert(sizeof(ActBlockQ8) == 40);
 
 // One matmul y[t, o] = sum_i w[o, i] * x[t, i], with x already converted to the activation
 // type of the weight type (see activation_type()).
