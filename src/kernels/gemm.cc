@@ -9,20 +9,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "kernels/gemm_kernels.h"
 #include "kernels/isa.h"
+#include "kernels/run_rows.h"
 
 namespace koi::kernels {
 namespace {
 
 constexpr int kPortableMr = 4, kPortableNr = 16;
 constexpr int kMaxTile = 12 * 32;  // the largest MR x NR of any level
-
-// Below this many multiply-adds the product runs on the calling thread.
-constexpr int64_t kMinParallelWork = int64_t{1} << 17;
 
 template <bool kRowMajorA>
 void portable_tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
@@ -48,14 +45,6 @@ GemmKernel active_kernel() {
 
 float at(const StridedMatrix& m, int64_t r, int64_t c) { return m.data[r * m.row_stride + c * m.col_stride]; }
 
-void parallel(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool != nullptr && work >= kMinParallelWork) {
-    pool->parallel_for(n, fn);
-  } else {
-    fn(0, n);
-  }
-}
-
 }  // namespace
 
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc,
@@ -79,7 +68,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   thread_local std::vector<float> packed_b_buffer;
   packed_b_buffer.resize(static_cast<size_t>((n_panels - first_packed) * K * nr));
   float* const packed_b = packed_b_buffer.data();
-  parallel(pool, n_panels - first_packed, work, [&](int64_t begin, int64_t end) {
+  run_rows(pool, n_panels - first_packed, work, [&](int64_t begin, int64_t end) {
     for (int64_t p = first_packed + begin; p < first_packed + end; ++p) {
       float* dst = packed_b + (p - first_packed) * K * nr;
       const int64_t cols = std::min(nr, N - p * nr);
@@ -91,7 +80,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   });
 
   const bool a_row_major = a.col_stride == 1, a_col_major = a.row_stride == 1;
-  parallel(pool, m_panels, work, [&](int64_t begin, int64_t end) {
+  run_rows(pool, m_panels, work, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> packed_a;
     float edge[kMaxTile] = {};
     for (int64_t ip = begin; ip < end; ++ip) {

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "kernels/isa.h"
+#include "kernels/run_rows.h"
 #include "kernels/simd.h"
 
 namespace koi::kernels {
@@ -23,19 +24,6 @@ float portable_dot(const float* a, const float* b, int64_t n) {
   float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
-}
-
-// Below this many multiply-adds an op runs on the calling thread: waking the pool costs more
-// than the work (a few microseconds, and far more when the machine is oversubscribed and the
-// workers must wait for a core).
-constexpr int64_t kMinParallelWork = int64_t{1} << 17;
-
-void run_rows(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool != nullptr && work >= kMinParallelWork) {
-    pool->parallel_for(n, fn);
-  } else {
-    fn(0, n);
-  }
 }
 
 void portable_matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens,
