@@ -48,16 +48,12 @@ std::vector<std::string_view> cut_specials(std::string_view text, const std::vec
   return out;
 }
 
-// Cuts a piece of text into chunks of about `target` bytes that the pre-tokenizer splits
-// exactly as it splits the whole: only after a '\n' followed by printable ASCII. No match of
-// the llama-bpe regex holds a newline followed by a non-space character (the alternatives
-// that can hold a newline continue only with whitespace), so no piece spans such a cut,
-// and its one lookahead, (?!\S), is tried only after the newline alternative failed.
+// Cuts a piece of text into chunks of about `target` bytes (target >= 1) that the
+// pre-tokenizer splits exactly as it splits the whole (next_safe_cut).
 void cut_chunks(std::string_view text, size_t target, std::vector<std::string_view>* out) {
   size_t start = 0;
   while (text.size() - start > target) {
-    size_t cut = start + target;
-    while (cut < text.size() && !(text[cut - 1] == '\n' && text[cut] > ' ' && text[cut] < 0x7F)) ++cut;
+    const size_t cut = next_safe_cut(text, start + target);
     out->push_back(text.substr(start, cut - start));
     start = cut;
   }

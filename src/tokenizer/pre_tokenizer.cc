@@ -80,4 +80,11 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>* o
   out->insert(out->end(), pieces.begin(), pieces.end());
 }
 
+size_t next_safe_cut(std::string_view text, size_t from) {
+  for (size_t pos = from; pos < text.size(); ++pos) {
+    if (text[pos - 1] == '\n' && text[pos] > ' ' && text[pos] < 0x7F) return pos;
+  }
+  return text.size();
+}
+
 }  // namespace koi::tokenizer

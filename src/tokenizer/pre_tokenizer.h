@@ -31,4 +31,13 @@ class PreTokenizer {
   std::shared_ptr<const Impl> impl_;
 };
 
+// The first position at or after `from` (from >= 1) where text can be cut so that every
+// pre-tokenizer Koi knows splits the two parts exactly as it splits the whole: just after a
+// '\n' that printable ASCII other than a space follows. No match of those regexes holds a
+// newline followed by a non-space character (the alternatives that can hold a newline
+// continue only with whitespace, Unicode spaces included, hence ASCII only), and their one
+// lookahead, (?!\S), is tried only after the newline alternative failed. text.size() when
+// there is no such position. Used to encode or count long texts in independent chunks.
+size_t next_safe_cut(std::string_view text, size_t from);
+
 }  // namespace koi::tokenizer

@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "base/random.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace koi::train {
@@ -86,9 +87,7 @@ tokenizer::TokenizerSpec CharVocab::to_spec() const {
     spec.types.push_back(tokenizer::TokenType::kNormal);
   }
   for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    spec.tokens.push_back(name);
+    spec.tokens.push_back(tokenizer::byte_token_text(static_cast<uint8_t>(b)));
     spec.types.push_back(tokenizer::TokenType::kByte);
   }
   spec.scores.assign(spec.tokens.size(), 0.0f);
@@ -228,16 +227,10 @@ class ShardSink {
   uint32_t index_ = 0;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-// End of the chunk of text that starts at begin: the first line end at or after
-// begin + chunk_bytes followed by a non-space character (so that no pre-tokenizer would
-// have joined the bytes on either side), or the end of the text.
+// End of the chunk of text that starts at begin: the first safe cut (no pre-tokenizer joins
+// the bytes on either side) at or after begin + chunk_bytes, or the end of the text.
 size_t chunk_end(std::string_view text, size_t begin, size_t chunk_bytes) {
-  for (size_t pos = begin + std::max<size_t>(chunk_bytes, 1); pos < text.size(); ++pos) {
-    if (text[pos - 1] == '\n' && !is_space(text[pos])) return pos;
-  }
-  return text.size();
+  return tokenizer::next_safe_cut(text, begin + std::max<size_t>(chunk_bytes, 1));
 }
 
 Status corrupt_shard(const std::string& path, const std::string& what) {

@@ -65,8 +65,8 @@ uint64_t shard_key(const std::vector<std::string_view>& texts, std::string_view 
 
 struct ShardOptions {
   int64_t shard_tokens = 100'000'000;  // tokens per shard file at most
-  // Text per encode() call: a chunk ends at the first line end at or after this many bytes
-  // that is followed by a character other than whitespace.
+  // Text per encode() call: a chunk ends at the first safe cut (tokenizer::next_safe_cut: a
+  // line end followed by printable ASCII other than a space) at or after this many bytes.
   size_t chunk_bytes = size_t{1} << 20;
 };
 

@@ -138,7 +138,7 @@ TEST_F(TokenShardsTest, BatchesDependOnlyOnSeedAndPositionNotOnTheShards) {
   }
 }
 
-// Chunks end at a line end followed by a non-space character; encoding chunk by chunk gives
+// Chunks end at a line end followed by printable ASCII other than a space; encoding chunk by chunk gives
 // the tokens of one encode() of the whole text, and a corpus of several chunks prints progress.
 TEST_F(TokenShardsTest, ChunkedTokenizationEqualsOneEncodeAndPrintsProgress) {
   std::string text;
