@@ -82,9 +82,7 @@ TokenizerSpec char_vocab_spec(std::string_view chars) {
   }
   spec.types.assign(spec.tokens.size(), TokenType::kNormal);
   for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    spec.tokens.push_back(name);
+    spec.tokens.push_back(byte_token_text(uint8_t(b)));
     spec.types.push_back(TokenType::kByte);
   }
   spec.scores.assign(spec.tokens.size(), 0.0f);

@@ -1,7 +1,8 @@
 #include "tokenizer/synthetic_vocab.h"
 
-#include <cstdio>
 #include <string>
+
+#include "tokenizer/unicode.h"
 
 namespace koi::tokenizer {
 
@@ -16,11 +17,7 @@ TokenizerSpec synthetic_spm_spec(int32_t n_vocab) {
   add("<unk>", 0.0f, TokenType::kUnknown);
   add("<s>", 0.0f, TokenType::kControl);
   add("</s>", 0.0f, TokenType::kControl);
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    add(buf, 0.0f, TokenType::kByte);
-  }
+  for (int b = 0; b < 256; ++b) add(byte_token_text(uint8_t(b)), 0.0f, TokenType::kByte);
   // Letter strings of growing length: "a".."z", "aa".."zz", ... each also as "▁" + string.
   std::string piece = "a";
   while (static_cast<int32_t>(s.tokens.size()) < n_vocab) {

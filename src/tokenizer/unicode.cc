@@ -89,6 +89,11 @@ void append_byte_level_decoded(std::string_view text, std::string* out) {
   }
 }
 
+std::string byte_token_text(uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+}
+
 int parse_byte_token(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
   int value = 0;

@@ -29,6 +29,8 @@ void append_byte_level_decoded(std::string_view text, std::string* out);
 
 // "<0x0A>" -> 10; -1 when `text` is not of that form.
 int parse_byte_token(std::string_view text);
+// 10 -> "<0x0A>": the text of a SentencePiece byte-fallback token.
+std::string byte_token_text(uint8_t byte);
 
 // Replaces every occurrence of `from` by `to`.
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
