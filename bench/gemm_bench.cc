@@ -1,10 +1,12 @@
 // The trainer's f32 products at the shakespeare_char recipe's shapes (768 tokens, width 128,
 // FFN 352, vocabulary 321): sgemm (gemm.h) in the three layouts of a linear layer's forward
 // and backward, next to the route the trainer took before it (transposed copies through the
-// inference matmul), in GFLOP/s.
+// inference matmul), in GFLOP/s, and the core's AVX-512 FMA peak (register-only) for scale.
 //
 //   build-x/bench/koi_bench_gemm [--benchmark_filter=...]    (threads: KOI_THREADS, default 1)
 #include <benchmark/benchmark.h>
+
+#include <immintrin.h>
 
 #include <cstdlib>
 #include <vector>
@@ -84,8 +86,30 @@ void trainer_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// The ceiling: 12 independent chains of AVX-512 fused multiply-adds in registers, no memory.
+__attribute__((target("avx512f"))) void BM_FmaPeak(benchmark::State& state) {
+  constexpr int64_t kSteps = 1 << 20;
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  for (auto _ : state) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+    const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.0001f);
+    for (int64_t k = 0; k < kSteps; ++k) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    }
+    for (int i = 0; i < 12; ++i) benchmark::DoNotOptimize(acc[i]);
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * 16 * 12 * kSteps, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_Sgemm)->Apply(trainer_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransposeMatmul)->Apply(trainer_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace koi::kernels
