@@ -5,8 +5,6 @@
 //   koi_bench_http_load URL [--connections 16] [--seconds 10] [--threads 1] [--key KEY]
 #include <algorithm>
 #include <boost/asio.hpp>
-#include <boost/beast.hpp>
-#include <boost/url/parse.hpp>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -14,11 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "net/client.h"
+
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using koi::net::Client;
 
 struct Shared {
   std::mutex mu;
@@ -26,45 +24,24 @@ struct Shared {
   long errors = 0;
 };
 
-asio::awaitable<void> connection(tcp::endpoint ep, std::string host, std::string target, std::string key, Clock::time_point end,
-                                 Shared& shared) {
-  constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+// One closed loop: the next request leaves when the last answer is complete. Connections come
+// from the client's keep-alive pool, as they do in the gateway's proxy.
+asio::awaitable<void> loop(Client& client, koi::net::Url url, std::string key, Clock::time_point end, Shared& shared) {
   std::vector<double> lat;
   long errors = 0;
-  tcp::socket stream(co_await asio::this_coro::executor);
-  bool connected = false;
-  beast::flat_buffer buf;
-  http::request<http::string_body> req{http::verb::post, target, 11};
-  req.set(http::field::host, host);
-  req.set(http::field::content_type, "application/json");
-  if (!key.empty()) req.set(http::field::authorization, "Bearer " + key);
-  req.body() = R"({"model":"stories","prompt":"Once upon a time","max_tokens":8})";
-  req.prepare_payload();
   while (Clock::now() < end) {
-    if (!connected) {
-      auto [ec] = co_await stream.async_connect(ep, kNoThrow);
-      if (ec) {
-        ++errors;
-        stream.close();
-        continue;
-      }
-      stream.set_option(tcp::no_delay(true));
-      connected = true;
-    }
+    koi::net::ClientRequest req;
+    req.method = "POST";
+    req.target = url.target;
+    if (!key.empty()) req.headers.emplace_back("authorization", "Bearer " + key);
+    req.body = R"({"model":"stories","prompt":"Once upon a time","max_tokens":8})";
+    koi::net::Timeouts timeouts;
     const auto t0 = Clock::now();
-    auto [wec, wn] = co_await http::async_write(stream, req, kNoThrow);
-    http::response<http::string_body> res;
-    beast::error_code rec;
-    if (!wec) std::tie(rec, std::ignore) = co_await http::async_read(stream, buf, res, kNoThrow);
-    if (wec || rec || res.result_int() != 200) {
+    auto r = co_await client.call(url.host, url.port, std::move(req), timeouts);
+    if (!r.ok() || r->status != 200) {
       ++errors;
     } else {
       lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    }
-    if (wec || rec || !res.keep_alive()) {
-      stream.close();
-      buf.clear();
-      connected = false;
     }
   }
   std::lock_guard<std::mutex> lock(shared.mu);
@@ -87,19 +64,19 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(argv[i + 1]);
     else if (a == "--key") key = argv[i + 1];
   }
-  auto u = boost::urls::parse_absolute_uri(argv[1]);
-  if (!u || !u->has_port()) {
-    std::fprintf(stderr, "error: URL must read http://HOST:PORT/PATH\n");
+  auto u = koi::net::parse_url(argv[1]);
+  if (!u.ok()) {
+    std::fprintf(stderr, "error: %s\n", u.status().message().c_str());
     return 1;
   }
+  u->host = koi::net::resolve_host(u->host);
   asio::io_context io;
-  const tcp::endpoint ep(asio::ip::make_address(u->host()), static_cast<uint16_t>(std::stoi(u->port())));
+  Client client(static_cast<size_t>(connections));
   Shared shared;
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   for (int c = 0; c < connections; ++c) {
-    asio::co_spawn(io, connection(ep, std::string(u->encoded_host_and_port()), std::string(u->encoded_path()), key, end, shared),
-                   asio::detached);
+    asio::co_spawn(io, loop(client, *u, key, end, shared), asio::detached);
   }
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back([&] { io.run(); });

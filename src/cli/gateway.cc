@@ -12,7 +12,7 @@
 
 #include "cli/command.h"
 #include "gateway/gateway.h"
-#include "gateway/http_client.h"
+#include "net/client.h"
 #include "gateway/rollout.h"
 #include "gateway/usage_report.h"
 
@@ -117,8 +117,8 @@ struct RolloutOptions {
 };
 
 Result<std::map<std::string, gw::VersionWindow>> fetch_stats(const RolloutOptions& o) {
-  const gw::Headers auth{{"authorization", "Bearer " + o.admin_key}};
-  KOI_ASSIGN_OR_RETURN(gw::HttpResponse r, gw::http_call(o.admin + "/admin/stats", "GET", "", auth, std::chrono::seconds(5)));
+  const net::Headers auth{{"authorization", "Bearer " + o.admin_key}};
+  KOI_ASSIGN_OR_RETURN(net::Response r, net::Client::fetch(o.admin + "/admin/stats", "GET", "", auth, std::chrono::seconds(5)));
   if (r.status != 200) return Status::unavailable("GET /admin/stats answered " + std::to_string(r.status) + ": " + r.body);
   json::error_code ec;
   json::value v = json::parse(r.body, ec);
@@ -135,10 +135,10 @@ Result<std::map<std::string, gw::VersionWindow>> fetch_stats(const RolloutOption
 }
 
 Status set_split(const RolloutOptions& o, double to_weight) {
-  const gw::Headers auth{{"authorization", "Bearer " + o.admin_key}};
+  const net::Headers auth{{"authorization", "Bearer " + o.admin_key}};
   const std::string body = json::serialize(json::object{
       {"model", o.model}, {"weights", json::object{{o.from, 100 - to_weight}, {o.to, to_weight}}}});
-  KOI_ASSIGN_OR_RETURN(gw::HttpResponse r, gw::http_call(o.admin + "/admin/weights", "POST", body, auth, std::chrono::seconds(5)));
+  KOI_ASSIGN_OR_RETURN(net::Response r, net::Client::fetch(o.admin + "/admin/weights", "POST", body, auth, std::chrono::seconds(5)));
   if (r.status != 200) return Status::unavailable("POST /admin/weights answered " + std::to_string(r.status) + ": " + r.body);
   std::printf("weights: %s %.0f%%, %s %.0f%%\n", o.from.c_str(), 100 - to_weight, o.to.c_str(), to_weight);
   std::fflush(stdout);

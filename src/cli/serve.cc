@@ -80,7 +80,11 @@ Runner setup_serve(CLI::App* app) {
   app->add_option("--chat-template", o->chat_template, "Jinja chat template file (default: the model's own)");
   app->add_option("--max-body-bytes", s.max_body_bytes, "largest request body accepted")->capture_default_str();
   app->add_option("--io-timeout", s.io_timeout_s, "seconds a client may take per read or write")->capture_default_str();
-  app->add_option("--http-threads", s.http_threads, "threads serving HTTP")->capture_default_str();
+  app->add_option("--http-threads", s.http_threads, "threads serving HTTP")->capture_default_str()->check(CLI::Range(1, 64));
+  app->add_option("--max-connections", s.max_connections,
+                  "open connections at most; beyond it idle ones are closed first, then 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app->add_option("--shutdown-timeout", s.shutdown_timeout_s, "seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();

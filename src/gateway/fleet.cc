@@ -5,7 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "gateway/http_client.h"
+#include "net/client.h"
 #include "gateway/rollout.h"
 
 namespace koi::gateway {
@@ -34,7 +34,7 @@ Fleet::Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed)
 
 std::shared_ptr<Replica> Fleet::make_replica(const std::string& url, const std::string& host, const std::string& port) const {
   return std::make_shared<Replica>(
-      Replica{url, resolve_host(host), port, CircuitBreaker(config_.breaker_failures, config_.breaker_open_ms * 1000000), 0});
+      Replica{url, net::resolve_host(host), port, CircuitBreaker(config_.breaker_failures, config_.breaker_open_ms * 1000000), 0});
 }
 
 Fleet::Tenant Fleet::make_tenant(const TenantConfig& t) const {

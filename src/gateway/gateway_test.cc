@@ -13,7 +13,7 @@
 
 #include "base/file.h"
 #include "gateway/fleet.h"
-#include "gateway/http_client.h"
+#include "net/client.h"
 #include "gateway/metrics.h"
 
 namespace koi::gateway {
@@ -112,17 +112,17 @@ class GatewayTest : public ::testing::Test {
     key_ = admin("POST", "/admin/keys", R"({"tenant":"acme"})");
   }
   std::string admin(const std::string& method, const std::string& target, const std::string& body) {
-    auto r = http_call("http://127.0.0.1:" + std::to_string(gateway_->admin_port()) + target, method, body,
+    auto r = net::Client::fetch("http://127.0.0.1:" + std::to_string(gateway_->admin_port()) + target, method, body,
                        {{"authorization", "Bearer admin-key-0123456789"}}, std::chrono::seconds(5));
     EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().message());
     if (!r.ok()) return "";
     json::value v = json::parse(r->body);
     return v.as_object().contains("key") ? std::string(v.as_object()["key"].as_string()) : r->body;
   }
-  Result<HttpResponse> complete(const std::string& body, const std::string& key, const Headers& extra = {}) {
-    Headers h{{"authorization", "Bearer " + key}};
+  Result<net::Response> complete(const std::string& body, const std::string& key, const net::Headers& extra = {}) {
+    net::Headers h{{"authorization", "Bearer " + key}};
     h.insert(h.end(), extra.begin(), extra.end());
-    return http_call("http://127.0.0.1:" + std::to_string(gateway_->port()) + "/v1/completions", "POST", body, h,
+    return net::Client::fetch("http://127.0.0.1:" + std::to_string(gateway_->port()) + "/v1/completions", "POST", body, h,
                      std::chrono::seconds(10));
   }
   std::vector<UsageRecord> ledger() {
@@ -206,7 +206,7 @@ TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndAdminKeysWork) {
   const std::string id = slow_key.substr(4, 8);
   admin("DELETE", "/admin/keys/" + id, "");
   EXPECT_EQ(complete(R"({"model":"m","prompt":"a"})", slow_key)->status, 401);
-  auto metrics = http_call("http://127.0.0.1:" + std::to_string(gateway_->port()) + "/metrics", "GET", "", {}, std::chrono::seconds(5));
+  auto metrics = net::Client::fetch("http://127.0.0.1:" + std::to_string(gateway_->port()) + "/metrics", "GET", "", {}, std::chrono::seconds(5));
   EXPECT_NE(metrics->body.find(R"(koi_gateway_limit_rejections_total{tenant="slow",limit="rpm"} 1)"), std::string::npos);
   EXPECT_NE(metrics->body.find("koi_gateway_breaker_state{"), std::string::npos);
   auto records = ledger();

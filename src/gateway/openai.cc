@@ -40,7 +40,11 @@ Result<ParsedRequest> parse_request(std::string_view body, bool chat) {
     if (const json::value* inc = opts.as_object().if_contains("include_usage"); inc && inc->is_bool()) {
       r.client_wants_usage = inc->as_bool();
     }
+    if (const json::value* c = opts.as_object().if_contains("continuous_usage_stats"); c && c->is_bool()) {
+      r.client_wants_continuous_usage = c->as_bool();
+    }
     opts.as_object()["include_usage"] = true;
+    opts.as_object()["continuous_usage_stats"] = true;
     r.upstream_body = json::serialize(v);
   } else {
     r.upstream_body = std::string(body);
@@ -68,31 +72,6 @@ std::optional<Usage> parse_usage(std::string_view body) {
     usage.cached_tokens = num(d->as_object(), "cached_tokens");
   }
   return usage;
-}
-
-std::vector<SseEvent> SseSplitter::feed(std::string_view bytes) {
-  pending_.append(bytes);
-  std::vector<SseEvent> out;
-  size_t start = 0;
-  for (size_t end; (end = pending_.find("\n\n", start)) != std::string::npos; start = end + 2) {
-    SseEvent ev;
-    ev.raw = pending_.substr(start, end + 2 - start);
-    std::string_view text(ev.raw);
-    for (size_t pos = 0; pos < text.size();) {
-      size_t nl = text.find('\n', pos);
-      std::string_view line = text.substr(pos, nl - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.starts_with("data:")) {
-        line.remove_prefix(5);
-        if (line.starts_with(' ')) line.remove_prefix(1);
-        ev.data += line;
-      }
-      pos = nl + 1;
-    }
-    out.push_back(std::move(ev));
-  }
-  pending_.erase(0, start);
-  return out;
 }
 
 std::string openai_error(std::string_view message, std::string_view type, int code) {

@@ -2,11 +2,10 @@
 //   parse_request(): model, stream, whether the client asked for usage in the stream, the
 //     prompt text (completions' prompt, or the chat messages' contents joined) for prefix
 //     routing and the admission estimate, and the body to forward (for a streamed request
-//     with stream_options.include_usage forced on, so that every stream can be metered).
+//     with stream_options.include_usage and continuous_usage_stats forced on, so that every
+//     stream, even one cut short, can be metered).
 //   parse_usage(): the usage object of a response or of one stream chunk.
-//   SseSplitter: cuts a byte stream into complete SSE events ("...\n\n"), holding only the
-//     unfinished tail; the proxy never buffers a whole response.
-// Pure functions and a plain class; errors are OpenAI-style messages for a 400.
+// Pure functions; errors are OpenAI-style messages for a 400.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +22,7 @@ struct ParsedRequest {
   std::string model;
   bool stream = false;
   bool client_wants_usage = false;  // stream_options.include_usage as the client sent it
+  bool client_wants_continuous_usage = false;  // stream_options.continuous_usage_stats
   std::string prompt_text;
   std::string upstream_body;
 };
@@ -38,21 +38,6 @@ struct Usage {
 };
 // The "usage" of a JSON body, or nullopt when the body is not JSON or has no usage object.
 std::optional<Usage> parse_usage(std::string_view json);
-
-struct SseEvent {
-  std::string raw;   // the event's bytes including the blank line that ends it
-  std::string data;  // the payload after "data: " ("" when it has none)
-};
-
-class SseSplitter {
- public:
-  // Appends bytes and returns the events completed by them.
-  std::vector<SseEvent> feed(std::string_view bytes);
-  const std::string& pending() const { return pending_; }
-
- private:
-  std::string pending_;
-};
 
 // {"error":{"message":...,"type":...,"code":...}}
 std::string openai_error(std::string_view message, std::string_view type, int code);

@@ -58,7 +58,7 @@ http::request<http::string_body> make_request(ClientRequest req, const std::stri
 Status stage_error(const boost::system::error_code& ec, const std::string& where, std::string_view stage,
                    std::chrono::milliseconds limit) {
   if (ec == beast::error::timeout) {
-    return Status::deadline_exceeded(fmt::format("{}: {}: no answer within {} ms", where, stage, limit.count()));
+    return Status::deadline_exceeded(fmt::format("{}: {}: {} after {} ms", where, stage, ec.message(), limit.count()));
   }
   return Status::unavailable(fmt::format("{}: {}: {}", where, stage, ec.message()));
 }
@@ -163,6 +163,13 @@ std::string_view Exchange::header(std::string_view name) const {
 }
 
 bool Exchange::done() const { return s_->parser->is_done(); }
+
+void Exchange::abort() {
+  s_->failed = true;
+  error_code ignored;
+  s_->conn.stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  s_->conn.stream->socket().close(ignored);
+}
 
 awaitable<Result<std::string_view>> Exchange::read_some() {
   State& s = *s_;

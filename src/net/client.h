@@ -78,6 +78,9 @@ class Exchange {
   // The rest of the body, at most `limit` bytes.
   boost::asio::awaitable<Result<std::string>> read_all(size_t limit = 256 << 20);
   bool done() const;
+  // Closes the connection now (the upstream sees the disconnect); a pending read_some()
+  // fails. For a relay whose client went away.
+  void abort();
 
  private:
   friend class Client;

@@ -239,6 +239,12 @@ class ResponderImpl final : public Responder {
     co_return !ec;
   }
 
+  void abort() override {
+    failed_ = true;
+    error_code ignored;
+    c_.stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
   void watch_disconnect(std::function<void()> on_gone) override {
     if (watch_) return;
     watch_ = std::make_shared<Watch>();

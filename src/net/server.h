@@ -81,6 +81,9 @@ class Responder {
   virtual boost::asio::awaitable<bool> write(std::string_view data) = 0;
   virtual boost::asio::awaitable<bool> end_stream() = 0;
   virtual bool streaming() const = 0;
+  // Ends a streamed reply as cut: the connection closes without the end of the body, so the
+  // client cannot take it for complete.
+  virtual void abort() = 0;
   // Calls `on_gone` (once, on the connection's thread) if the client closes the connection
   // while the handler runs, without consuming request bytes. Ends with the handler.
   virtual void watch_disconnect(std::function<void()> on_gone) = 0;

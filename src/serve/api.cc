@@ -274,13 +274,14 @@ bool parse_logit_bias(FieldReader& f, std::map<int32_t, float>* out) {
   return true;
 }
 
-bool parse_stream_options(FieldReader& f, bool stream, bool* include_usage) {
+bool parse_stream_options(FieldReader& f, bool stream, bool* include_usage, bool* continuous_usage) {
   const json::value* v = f.take("stream_options");
   if (!v) return true;
   if (!stream) return f.fail("stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (!v->is_object()) return f.wrong_type("stream_options", "an object", *v);
   FieldReader o(v->as_object(), "stream_options.");
   o.get_bool("include_usage", include_usage);
+  o.get_bool("continuous_usage_stats", continuous_usage);
   o.no_unknown_fields();
   if (o.error) f.error = o.error;
   return !o.error;
@@ -350,7 +351,7 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   f.get_bool("ignore_eos", &p.ignore_eos);
   parse_logit_bias(f, &p.logit_bias);
   f.get_bool("stream", &r.stream);
-  parse_stream_options(f, r.stream, &r.include_usage);
+  parse_stream_options(f, r.stream, &r.include_usage, &r.continuous_usage);
   std::string user;
   f.get_string("user", &user);
   if (chat) {

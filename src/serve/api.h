@@ -59,6 +59,7 @@ struct GenerateRequest {
   int n = 1;
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM's): usage in every chunk
 };
 
 // Parses a request body. Returns the error to send when the body is not acceptable.

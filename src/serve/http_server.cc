@@ -1,35 +1,29 @@
 #include "serve/http_server.h"
 
-#include <sys/socket.h>
-
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <thread>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/url/parse.hpp>
 #include <fmt/format.h>
 
 #include "base/logging.h"
 #include "base/random.h"
+#include "net/server.h"
+#include "net/sse.h"
 
 namespace koi::serve {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
+namespace http = boost::beast::http;
 namespace json = boost::json;
-using tcp = asio::ip::tcp;
 using asio::awaitable;
 using boost::system::error_code;
 using Channel = asio::experimental::concurrent_channel<void(error_code, Event)>;
-using HttpRequest = http::request<http::string_body>;
+using HttpRequest = net::Request;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
 
 // A complete (non-streamed) HTTP response.
@@ -66,24 +60,37 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string sse(const json::object& chunk) { return "data: " + json::serialize(chunk) + "\n\n"; }
+std::string sse(const json::object& chunk) { return net::sse_data(json::serialize(chunk)); }
 
-// Watches a connection for the peer closing it while a request is in flight, without
-// consuming any bytes: a readable socket whose peek returns 0 (or fails) is gone.
-struct DisconnectWatch {
-  bool active = true;
-};
-
-struct ReadDeadline {
-  bool done = false;     // the read completed; the timer must not touch the socket
-  bool expired = false;  // the timer cancelled the read
-};
+net::ServerOptions http_options(const ServerConfig& c, std::function<void(int)> count) {
+  net::ServerOptions o;
+  o.host = c.host;
+  o.port = c.port;
+  o.threads = std::max(1, c.http_threads);
+  o.max_body_bytes = c.max_body_bytes;
+  o.header_timeout_s = o.body_timeout_s = o.write_timeout_s = c.io_timeout_s;
+  o.idle_timeout_s = std::max(c.io_timeout_s, 60.0);
+  o.max_connections = c.max_connections;
+  o.error_body = [count = std::move(count)](int status, std::string_view message, std::string_view code) {
+    count(status);
+    const bool server_side = status >= 500;
+    return error_body(api_error(status, std::string(message), server_side ? "service_unavailable_error" : "invalid_request_error",
+                                status == 400 ? "" : std::string(code)));
+  };
+  o.error_content_type = "application/json";
+  return o;
+}
 
 }  // namespace
 
 struct Server::Impl {
   Impl(ServerConfig c, ModelInfo m, EngineService& s, ServeMetrics& mt)
-      : config(std::move(c)), model(std::move(m)), service(s), metrics(mt) {
+      : config(std::move(c)),
+        model(std::move(m)),
+        service(s),
+        metrics(mt),
+        http(http_options(config, [this](int status) { metrics.http_responses(status).inc(); }),
+             [this](HttpRequest& req, net::Responder& res) { return handle(req, res); }) {
     Rng rng(static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
     id_prefix = fmt::format("{:08x}", rng.next_u64() & 0xffffffffu);
   }
@@ -92,26 +99,18 @@ struct Server::Impl {
   ModelInfo model;
   EngineService& service;
   ServeMetrics& metrics;
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  asio::signal_set signals{ioc, SIGTERM, SIGINT};
+  net::Server http;
+  std::optional<asio::signal_set> signals;
   std::atomic<bool> draining{false};
   std::atomic<int> active_generations{0};
   std::atomic<uint64_t> next_id{0};
   std::string id_prefix;
 
-  std::chrono::steady_clock::duration io_timeout() const {
-    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(config.io_timeout_s));
-  }
-
-  awaitable<void> accept_loop();
-  awaitable<void> session(beast::tcp_stream stream);
-  awaitable<bool> write_reply(beast::tcp_stream& stream, const Reply& reply, bool keep_alive);
-  awaitable<bool> handle(beast::tcp_stream& stream, const HttpRequest& req);
+  awaitable<void> handle(HttpRequest& req, net::Responder& res);
+  awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
   std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
-  awaitable<bool> generate(beast::tcp_stream& stream, const HttpRequest& req, ApiKind kind);
+  awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
   void watch_signals();
   void begin_shutdown();
   awaitable<void> shutdown_sequence();
@@ -123,42 +122,31 @@ Server::Server(ServerConfig config, ModelInfo model, EngineService& service, Ser
 Server::~Server() = default;
 
 Result<int> Server::listen() {
-  Impl& s = *impl_;
-  error_code ec;
-  const auto address = asio::ip::make_address(s.config.host, ec);
-  if (ec) return Status::invalid_argument(fmt::format("--host '{}' is not an IP address", s.config.host));
-  const tcp::endpoint endpoint(address, static_cast<uint16_t>(s.config.port));
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::io_error(fmt::format("cannot listen on {}:{}: {}; pick another --port or stop what holds it",
-                                        s.config.host, s.config.port, ec.message()));
+  auto port = impl_->http.listen();
+  if (!port.ok()) {
+    return Status(port.status().code(), port.status().message());
   }
-  return static_cast<int>(s.acceptor.local_endpoint().port());
+  return port;
 }
 
 void Server::run() {
   Impl& s = *impl_;
+  s.signals.emplace(s.http.context(), SIGTERM, SIGINT);
   s.watch_signals();
-  asio::co_spawn(s.ioc, s.accept_loop(), asio::detached);
-  std::vector<std::thread> threads;
-  for (int i = 1; i < std::max(1, s.config.http_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });
-  s.ioc.run();
-  for (auto& t : threads) t.join();
-  s.service.stop();  // no engine event may reach a channel after the io_context is gone
+  s.http.start();
+  s.http.wait();
+  s.service.stop();  // no engine event may reach a channel after the io_contexts are gone
 }
 
 void Server::stop() {
   Impl& s = *impl_;
-  asio::post(s.ioc, [&s] { s.begin_shutdown(); });
+  asio::post(s.http.context(), [&s] { s.begin_shutdown(); });
 }
 
 // Signals stay caught for the whole life of the server: a second SIGTERM during the drain
 // must not kill the process with the default action.
 void Server::Impl::watch_signals() {
-  signals.async_wait([this](error_code ec, int) {
+  signals->async_wait([this](error_code ec, int) {
     if (ec) return;
     begin_shutdown();
     watch_signals();
@@ -169,15 +157,14 @@ void Server::Impl::begin_shutdown() {
   if (draining.exchange(true)) return;
   log::info("shutting down: no new connections; waiting up to {} s for {} in-flight requests",
             config.shutdown_timeout_s, service.num_unfinished());
-  error_code ec;
-  acceptor.close(ec);
+  http.close_listener();
   service.drain(/*cancel=*/false);
-  asio::co_spawn(ioc, shutdown_sequence(), asio::detached);
+  asio::co_spawn(http.context(), shutdown_sequence(), asio::detached);
 }
 
 awaitable<void> Server::Impl::shutdown_sequence() {
   using namespace std::chrono_literals;
-  asio::steady_timer timer(ioc);
+  asio::steady_timer timer(http.context());
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(config.shutdown_timeout_s));
@@ -196,122 +183,47 @@ awaitable<void> Server::Impl::shutdown_sequence() {
     co_await timer.async_wait(kAwait);
   }
   log::info("shutdown complete");
-  ioc.stop();
+  signals->cancel();
+  http.stop();
 }
 
-awaitable<void> Server::Impl::accept_loop() {
-  for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(asio::make_strand(ioc), kAwait);
-    if (ec) {
-      if (!acceptor.is_open()) co_return;
-      log::warn("accept failed: {}", ec.message());
-      continue;
-    }
-    auto executor = socket.get_executor();
-    asio::co_spawn(executor, session(beast::tcp_stream(std::move(socket))), [](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        log::error("connection ended by an exception: {}", ex.what());
-      }
-    });
-  }
+awaitable<void> Server::Impl::reply(net::Responder& res, Reply r) {
+  metrics.http_responses(r.status).inc();
+  net::Headers extra;
+  if (r.status == 429 || r.status == 503) extra.emplace_back("Retry-After", "1");
+  co_await res.send(r.status, std::move(r.body), r.content_type, extra);
 }
 
-awaitable<bool> Server::Impl::write_reply(beast::tcp_stream& stream, const Reply& reply, bool keep_alive) {
-  http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
-  res.set(http::field::server, "koi");
-  res.set(http::field::content_type, reply.content_type);
-  if (reply.status == 429 || reply.status == 503) res.set(http::field::retry_after, "1");
-  res.keep_alive(keep_alive);
-  res.body() = reply.body;
-  res.prepare_payload();
-  metrics.http_responses(reply.status).inc();
-  stream.expires_after(io_timeout());
-  auto [ec, n] = co_await http::async_write(stream, res, kAwait);
-  co_return !ec && keep_alive;
-}
-
-awaitable<void> Server::Impl::session(beast::tcp_stream stream) {
-  beast::flat_buffer buffer;
-  for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(config.max_body_bytes);
-    // The read deadline cancels the read rather than closing the socket (as tcp_stream's
-    // expiry would), so that a slow client can still be told 408. The state is shared with
-    // the timer's handler, which may run after this frame has moved on.
-    stream.expires_never();  // tcp_stream's own expiry guards writes only
-    auto deadline = std::make_shared<ReadDeadline>();
-    asio::steady_timer timer(stream.get_executor(), io_timeout());
-    timer.async_wait([deadline, &stream](error_code ec) {
-      if (ec || deadline->done) return;
-      deadline->expired = true;
-      stream.socket().cancel();
-    });
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kAwait);
-    deadline->done = true;
-    timer.cancel();
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
-    if (deadline->expired) {
-      if (parser.got_some()) {
-        co_await write_reply(stream, error_reply(api_error(408, "the request did not arrive within the time limit",
-                                                            "invalid_request_error", "request_timeout")),
-                             false);
-      }
-      break;
-    }
-    if (ec == http::error::body_limit) {
-      co_await write_reply(
-          stream,
-          error_reply(api_error(413, fmt::format("the request body is over the limit of {} bytes", config.max_body_bytes),
-                                "invalid_request_error", "request_too_large")),
-          false);
-      break;
-    }
-    if (ec) {
-      co_await write_reply(stream, error_reply(bad_request("malformed HTTP request: " + ec.message())), false);
-      break;
-    }
-    if (!co_await handle(stream, parser.get())) break;
-  }
-  error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-}
-
-awaitable<bool> Server::Impl::handle(beast::tcp_stream& stream, const HttpRequest& req) {
-  const bool keep_alive = req.keep_alive() && !draining.load();
+awaitable<void> Server::Impl::handle(HttpRequest& req, net::Responder& res) {
   auto url = boost::urls::parse_origin_form(req.target());
-  if (!url) co_return co_await write_reply(stream, error_reply(bad_request("malformed request target")), false);
+  if (!url) {
+    co_await reply(res, error_reply(bad_request("malformed request target")));
+    co_return;
+  }
   const std::string path(url->path());
   const bool open_path = path == "/health" || path == "/metrics";
   if (!config.api_key.empty() && !open_path) {
     auto it = req.find(http::field::authorization);
     if (it == req.end() || it->value() != "Bearer " + config.api_key) {
-      co_return co_await write_reply(
-          stream,
-          error_reply(api_error(401, "Incorrect or missing API key; send 'Authorization: Bearer <key>'",
-                                "invalid_request_error", "invalid_api_key")),
-          keep_alive);
+      co_await reply(res, error_reply(api_error(401, "Incorrect or missing API key; send 'Authorization: Bearer <key>'",
+                                                "invalid_request_error", "invalid_api_key")));
+      co_return;
     }
   }
   const bool is_post = req.method() == http::verb::post;
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!is_post) {
-      co_return co_await write_reply(
-          stream, error_reply(api_error(405, fmt::format("{} accepts POST only", path), "invalid_request_error")),
-          keep_alive);
+      co_await reply(res, error_reply(api_error(405, fmt::format("{} accepts POST only", path), "invalid_request_error")));
+    } else if (draining.load()) {
+      co_await reply(res, error_reply(status_error(Status::unavailable("the server is shutting down"))));
+    } else {
+      active_generations.fetch_add(1);
+      co_await generate(res, req, path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat);
+      active_generations.fetch_sub(1);
     }
-    if (draining.load()) {
-      co_return co_await write_reply(stream, error_reply(status_error(Status::unavailable("the server is shutting down"))),
-                                     false);
-    }
-    active_generations.fetch_add(1);
-    const bool keep = co_await generate(stream, req, path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat);
-    active_generations.fetch_sub(1);
-    co_return keep && keep_alive;
+    co_return;
   }
-  co_return co_await write_reply(stream, simple_endpoint(path, req), keep_alive);
+  co_await reply(res, simple_endpoint(path, req));
 }
 
 Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& req) {
@@ -407,12 +319,15 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   return std::nullopt;
 }
 
-awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequest& req, ApiKind kind) {
+awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), &g);
   if (!err) err = prepare(g, &prompts);
-  if (err) co_return co_await write_reply(stream, error_reply(*err), true);
+  if (err) {
+    co_await reply(res, error_reply(*err));
+    co_return;
+  }
 
   ResponseMeta meta;
   meta.kind = kind;
@@ -441,36 +356,18 @@ awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequ
   Status submitted = service.submit(std::move(specs), [channel](Event ev) {
     channel->try_send(error_code{}, std::move(ev));
   });
-  if (!submitted.ok()) co_return co_await write_reply(stream, error_reply(status_error(submitted)), true);
-
-  auto watch = std::make_shared<DisconnectWatch>();
-  tcp::socket& socket = stream.socket();
-  socket.async_wait(tcp::socket::wait_read, [this, watch, ids, &socket](error_code ec) {
-    if (ec || !watch->active) return;
-    char c;
-    const ssize_t r = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) service.abort(ids);
-  });
-  auto stop_watching = [&] {
-    watch->active = false;
-    error_code ignored;
-    socket.cancel(ignored);
-  };
+  if (!submitted.ok()) {
+    co_await reply(res, error_reply(status_error(submitted)));
+    co_return;
+  }
+  res.watch_disconnect([this, ids] { service.abort(ids); });
 
   const tokenizer::Tokenizer& tok = *model.tokenizer;
   std::vector<ChoiceOutput> choices(static_cast<size_t>(num_choices));
   std::vector<bool> started(static_cast<size_t>(num_choices), false);
   int num_finished = 0;
-  bool headers_sent = false;
   bool ok = true;
   std::optional<ApiError> failure;
-  http::response<http::empty_body> head{http::status::ok, 11};
-  http::response_serializer<http::empty_body> serializer{head};
-  auto write_chunk = [&](const std::string& data) -> awaitable<bool> {
-    stream.expires_after(io_timeout());
-    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)), kAwait);
-    co_return !ec;
-  };
 
   while (num_finished < num_choices && ok) {
     auto [ec, ev] = co_await channel->async_receive(kAwait);
@@ -479,8 +376,9 @@ awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequ
     if (out.finished) ++num_finished;
     if (!ev.error.ok()) {
       failure = status_error(ev.error);
-      if (!headers_sent) break;
-      ok = co_await write_chunk("data: " + error_body(*failure) + "\n\n");
+      if (!res.streaming()) break;
+      const std::string event = net::sse_data(error_body(*failure));
+      ok = co_await res.write(event);
       continue;
     }
     ChoiceOutput& choice = choices[static_cast<size_t>(ev.index)];
@@ -492,17 +390,9 @@ awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequ
       choice.finish_reason = out.finish_reason;
       continue;
     }
-    if (!headers_sent) {
-      head.set(http::field::server, "koi");
-      head.set(http::field::content_type, "text/event-stream");
-      head.set(http::field::cache_control, "no-cache");
-      head.keep_alive(req.keep_alive());
-      head.chunked(true);
+    if (!res.streaming()) {
       metrics.http_responses(200).inc();
-      stream.expires_after(io_timeout());
-      auto [wec, n] = co_await http::async_write_header(stream, serializer, kAwait);
-      headers_sent = true;
-      ok = !wec;
+      ok = co_await res.begin_stream(200, "text/event-stream");
       if (!ok) break;
     }
     if (out.text.empty() && !out.finished && out.logprobs.empty()) continue;
@@ -513,25 +403,31 @@ awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequ
     delta.finish_reason = out.finish_reason;
     const bool first = !started[static_cast<size_t>(ev.index)];
     started[static_cast<size_t>(ev.index)] = true;
-    ok = co_await write_chunk(sse(stream_chunk(meta, ev.index, delta, first, choice.text.size(), tok)));
+    json::object chunk = stream_chunk(meta, ev.index, delta, first, choice.text.size(), tok);
+    if (g.continuous_usage) chunk["usage"] = usage_json(usage);
+    const std::string event = sse(chunk);
+    ok = co_await res.write(event);
     choice.text += delta.text;
   }
-  stop_watching();
   if (num_finished < num_choices) service.abort(ids);  // a failed write, an error, or a closed channel
-  if (!headers_sent) {
-    if (failure) co_return co_await write_reply(stream, error_reply(*failure), true);
-    if (!ok || num_finished < num_choices) co_return false;
-    co_return co_await write_reply(stream, json_reply(full_response(meta, choices, usage, tok)), true);
+  if (!res.streaming()) {
+    if (failure) {
+      co_await reply(res, error_reply(*failure));
+    } else if (ok && num_finished == num_choices) {
+      co_await reply(res, json_reply(full_response(meta, choices, usage, tok)));
+    } else {
+      res.abort();
+    }
+    co_return;
   }
-  if (!ok) co_return false;
-  if (g.include_usage) ok = co_await write_chunk(sse(usage_chunk(meta, usage)));
-  if (ok) ok = co_await write_chunk("data: [DONE]\n\n");
-  if (ok) {
-    stream.expires_after(io_timeout());
-    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk_last(), kAwait);
-    ok = !ec;
+  if (!ok) co_return;
+  if (g.include_usage) {
+    const std::string event = sse(usage_chunk(meta, usage));
+    ok = co_await res.write(event);
   }
-  co_return ok;
+  const std::string done = net::sse_data("[DONE]");
+  if (ok) ok = co_await res.write(done);
+  if (ok) co_await res.end_stream();
 }
 
 }  // namespace koi::serve

@@ -33,6 +33,7 @@ struct ServerConfig {
   size_t max_body_bytes = 4 << 20;
   double io_timeout_s = 30.0;            // per read or write; a slower client is dropped
   int http_threads = 2;
+  int max_connections = 8192;            // open connections; idle ones are shed first beyond it
   double shutdown_timeout_s = 30.0;      // in-flight requests are cancelled after this
 };
 

@@ -11,12 +11,10 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/channel.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/url/parse.hpp>
 #include <fmt/format.h>
 
 #include "base/random.h"
+#include "net/client.h"
 #include "serve/engine_host.h"
 #include "serve/engine_service.h"
 
@@ -24,10 +22,7 @@ namespace koi::serve {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 namespace json = boost::json;
-using tcp = asio::ip::tcp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
@@ -118,62 +113,53 @@ class SseReader {
 };
 
 struct HttpTarget {
-  tcp::endpoint endpoint;
-  std::string host;
+  std::string ip, port;
   std::string path;
 };
 
-asio::awaitable<void> http_request(const HttpTarget& target, const LoadConfig& config, const RequestShape& shape,
-                                   RequestResult* r) {
-  const auto start = Clock::now();
-  r->input_tokens = static_cast<int>(shape.prompt.size());
-  beast::tcp_stream stream(co_await asio::this_coro::executor);
-  auto [cec] = co_await stream.async_connect(target.endpoint, kAwait);
-  if (cec) {
-    r->error = "connect: " + cec.message();
-    co_return;
-  }
+// The body is built outside the coroutine: GCC 12 miscompiles brace-initialized json
+// temporaries inside one.
+std::string request_body(const LoadConfig& config, const RequestShape& shape) {
   json::object body{{"model", config.model},
                     {"prompt", json::array(shape.prompt.begin(), shape.prompt.end())},
                     {"max_tokens", shape.output_tokens},
                     {"ignore_eos", true},
                     {"stream", true},
                     {"stream_options", {{"include_usage", true}}}};
-  http::request<http::string_body> req{http::verb::post, target.path, 11};
-  req.set(http::field::host, target.host);
-  req.set(http::field::content_type, "application/json");
-  if (!config.api_key.empty()) req.set(http::field::authorization, "Bearer " + config.api_key);
-  req.body() = json::serialize(body);
-  req.prepare_payload();
-  auto [wec, wn] = co_await http::async_write(stream, req, kAwait);
-  if (wec) {
-    r->error = "write: " + wec.message();
+  return json::serialize(body);
+}
+
+asio::awaitable<void> http_request(net::Client& client, const HttpTarget& target, const LoadConfig& config,
+                                   const RequestShape& shape, RequestResult* r) {
+  const auto start = Clock::now();
+  r->input_tokens = static_cast<int>(shape.prompt.size());
+  net::ClientRequest req;
+  req.method = "POST";
+  req.target = target.path;
+  if (!config.api_key.empty()) req.headers.emplace_back("authorization", "Bearer " + config.api_key);
+  req.body = request_body(config, shape);
+  net::Timeouts timeouts;
+  timeouts.first_byte = timeouts.idle = std::chrono::minutes(10);
+  auto opened = co_await client.open(target.ip, target.port, std::move(req), timeouts);
+  if (!opened.ok()) {
+    r->error = opened.status().message();
     co_return;
   }
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(boost::none);
+  net::Exchange& ex = **opened;
+  if (ex.status() != 200) {
+    auto body = co_await ex.read_all(1 << 20);
+    r->error = fmt::format("HTTP {}: {}", ex.status(), body.ok() ? *body : body.status().message());
+    co_return;
+  }
   SseReader sse(r, start);
-  auto on_chunk = [&sse](uint64_t, std::string_view bytes, error_code&) {
-    sse.feed(bytes);
-    return bytes.size();
-  };
-  parser.on_chunk_body(on_chunk);
-  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kAwait);
-  if (hec) {
-    r->error = "read: " + hec.message();
-    co_return;
-  }
-  while (!parser.is_done()) {
-    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kAwait);
-    if (ec) {
-      r->error = "read: " + ec.message();
+  for (;;) {
+    auto piece = co_await ex.read_some();
+    if (!piece.ok()) {
+      r->error = "read: " + piece.status().message();
       co_return;
     }
-  }
-  if (parser.get().result_int() != 200) {
-    r->error = fmt::format("HTTP {}: {}", parser.get().result_int(), parser.get().body());
-    co_return;
+    if (piece->empty() && ex.done()) break;
+    sse.feed(*piece);
   }
   r->e2e = seconds_between(start, Clock::now());
   if (r->error.empty() && !sse.done()) r->error = "the stream ended without [DONE]";
@@ -184,19 +170,11 @@ asio::awaitable<void> http_request(const HttpTarget& target, const LoadConfig& c
 }
 
 Result<HttpTarget> parse_target(const std::string& url) {
-  auto u = boost::urls::parse_uri(url);
-  if (!u || u->scheme() != "http" || u->host().empty()) {
-    return Status::invalid_argument(fmt::format("--url '{}' must look like http://HOST:PORT", url));
-  }
+  auto u = net::parse_url(url);
+  if (!u.ok()) return Status::invalid_argument(fmt::format("--url '{}' must look like http://HOST:PORT", url));
   HttpTarget t;
-  t.host = std::string(u->host());
-  const std::string port = u->has_port() ? std::string(u->port()) : "80";
-  asio::io_context ioc;
-  tcp::resolver resolver(ioc);
-  error_code ec;
-  auto results = resolver.resolve(t.host, port, ec);
-  if (ec || results.empty()) return Status::unavailable(fmt::format("--url: cannot resolve {}: {}", t.host, ec.message()));
-  t.endpoint = *results.begin();
+  t.ip = net::resolve_host(u->host);
+  t.port = u->port;
   t.path = "/v1/completions";
   return t;
 }
@@ -268,6 +246,7 @@ Result<BenchReport> run_http(const LoadConfig& config, const std::vector<Request
   std::vector<RequestResult> results(shapes.size());
   const std::vector<double> at = arrivals(shapes.size(), config.request_rate, config.seed);
   asio::io_context ioc;
+  net::Client client;
   // Concurrency slots: a send blocks while max_concurrency requests are in flight.
   asio::experimental::channel<void(error_code)> slots(ioc, static_cast<size_t>(std::max(config.max_concurrency, 1)));
   const auto start = Clock::now();
@@ -277,7 +256,7 @@ Result<BenchReport> run_http(const LoadConfig& config, const std::vector<Request
       timer.expires_at(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
       co_await timer.async_wait(kAwait);
       if (config.max_concurrency > 0) co_await slots.async_send(error_code{}, kAwait);
-      asio::co_spawn(ioc, http_request(target, config, shapes[i], &results[i]), [&, i](std::exception_ptr e) {
+      asio::co_spawn(ioc, http_request(client, target, config, shapes[i], &results[i]), [&, i](std::exception_ptr e) {
         if (e) results[i].error = "internal error in the load generator";
         if (config.max_concurrency > 0) slots.try_receive([](error_code) {});
       });
