@@ -198,3 +198,112 @@ def ledger(store_spec, koi=None):
             rid, tenant, status, p, c, v, r = line.split("\t")
             rows.append(dict(request_id=rid, tenant=tenant, status=int(status), prompt=int(p), completion=int(c), version=v, replica=r))
     return rows
+
+
+class Stream:
+    """One streaming request on a raw socket, read event by event: the tests see each
+    server-sent event the moment its last byte arrives (urllib would buffer). Chunked
+    (HTTP/1.1) and close-delimited (HTTP/1.0) bodies both work; `cut` is True when the
+    connection ended without the terminating chunk."""
+
+    def __init__(self, url, path, body, key=None, headers=None, timeout=30, version="1.1"):
+        import socket
+        from urllib.parse import urlsplit
+        u = urlsplit(url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        data = json.dumps(body).encode()
+        h = {"Host": f"{u.hostname}:{u.port}", "Content-Type": "application/json", "Content-Length": str(len(data))}
+        if key:
+            h["Authorization"] = "Bearer " + key
+        h.update(headers or {})
+        self.sock.sendall((f"POST {path} HTTP/{version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n").encode() + data)
+        self.buf = b""
+        self.body = b""  # decoded body bytes not yet split into events
+        self.eof = False
+        self.cut = False
+        while b"\r\n\r\n" not in self.buf:
+            if not self._recv():
+                raise ConnectionError("connection closed before the response headers")
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        self.status_line = lines[0]
+        self.status = int(lines[0].split()[1])
+        self.headers = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:]}
+        self.chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
+        self.length = int(self.headers["content-length"]) if "content-length" in self.headers else None
+
+    def _recv(self):
+        try:
+            d = self.sock.recv(65536)
+        except (ConnectionResetError, OSError):
+            d = b""
+        if not d:
+            return False
+        self.buf += d
+        return True
+
+    def _decode(self):
+        """Moves whole chunks (or all bytes, when not chunked) from buf to body."""
+        if not self.chunked:
+            self.body += self.buf
+            self.buf = b""
+            if self.length is not None and len(self.body) >= self.length:
+                self.eof = True
+            return
+        while b"\r\n" in self.buf:
+            size_line, rest = self.buf.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if len(rest) < size + 2:
+                return
+            if size == 0:
+                self.eof = True
+                self.buf = b""
+                return
+            self.body += rest[:size]
+            self.buf = rest[size + 2:]
+
+    def next_event(self):
+        """The next event's data ('' for an event without data), or None at the end."""
+        while True:
+            self._decode()
+            if b"\n\n" in self.body:
+                ev, self.body = self.body.split(b"\n\n", 1)
+                return "\n".join(l[5:].lstrip() for l in ev.decode().split("\n") if l.startswith("data:"))
+            if self.eof:
+                return None
+            if not self._recv():
+                self.eof = True
+                self.cut = self.chunked or (self.length is not None and len(self.body) < self.length)
+                self._decode()
+
+    def events(self):
+        while (e := self.next_event()) is not None:
+            yield e
+
+    def close(self):
+        self.sock.close()
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def ledger_row(store, request_id, columns="status, prompt_tokens, completion_tokens, ttft_ms, latency_ms"):
+    """One usage row of the SQLite ledger as a dict of `columns` (None when absent)."""
+    out = subprocess.run(["sqlite3", "-separator", "\t", store, f"select {columns} from usage where request_id = '{request_id}'"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    if not out:
+        return None
+    names = [c.strip() for c in columns.split(",")]
+    return {n: (float(v) if "." in v else int(v)) for n, v in zip(names, out.split("\n")[0].split("\t"))}
