@@ -115,10 +115,11 @@ class GatewayImpl final : public Gateway {
   const Clock& clock_;
   Fleet fleet_;
   Metrics metrics_;
-  net::Client client_;
-  // The listeners are declared before ledger_: the ledger's last callbacks post to their
-  // io_contexts while it drains.
+  // The listeners are declared before the client and the ledger: pooled upstream sockets
+  // belong to the listeners' io_contexts, and the ledger's last callbacks post to them while
+  // it drains.
   net::Server api_, admin_;
+  net::Client client_;
   Ledger ledger_;
   Proxy proxy_;
   int port_ = 0, admin_port_ = 0;

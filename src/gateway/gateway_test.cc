@@ -7,87 +7,75 @@
 #include <set>
 
 #include <boost/asio.hpp>
-#include <boost/beast.hpp>
 #include <boost/json.hpp>
 #include <thread>
 
 #include "base/file.h"
 #include "gateway/fleet.h"
 #include "net/client.h"
+#include "net/server.h"
 #include "gateway/metrics.h"
 
 namespace koi::gateway {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 namespace json = boost::json;
-using tcp = asio::ip::tcp;
 
 // A fake engine: /health, and /v1/completions answering `max_tokens` tokens of "x" with
 // usage {prompt_tokens: bytes of the prompt, completion_tokens: max_tokens}, as JSON or SSE.
 // mode: "ok", "fail" (500 on completions), "hang" (never answers completions).
 class FakeEngine {
  public:
-  explicit FakeEngine(std::string mode) : mode_(std::move(mode)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
-    asio::co_spawn(io_, accept(), asio::detached);
-    thread_ = std::thread([this] { io_.run(); });
+  explicit FakeEngine(std::string mode)
+      : mode_(std::move(mode)), server_({}, [this](net::Request& req, net::Responder& res) { return serve(req, res); }) {
+    port_ = *server_.listen();
+    server_.start();
   }
-  ~FakeEngine() {
-    io_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::atomic<int> completions{0};
 
  private:
-  asio::awaitable<void> accept() {
-    for (;;) {
-      tcp::socket s = co_await acceptor_.async_accept(asio::use_awaitable);
-      asio::co_spawn(io_, serve(std::move(s)), asio::detached);
-    }
-  }
-  asio::awaitable<void> serve(tcp::socket s) {
-    beast::flat_buffer buf;
-    http::request<http::string_body> req;
-    co_await http::async_read(s, buf, req, asio::use_awaitable);
-    http::response<http::string_body> res{http::status::ok, 11};
-    res.keep_alive(false);
+  asio::awaitable<void> serve(net::Request& req, net::Responder& res) {
     if (req.target() == "/health") {
-      res.body() = "ok";
-    } else if (mode_ == "fail") {
-      ++completions;
-      res.result(http::status::internal_server_error);
-      res.body() = "{}";
-    } else if (mode_ == "hang") {
-      asio::steady_timer t(io_, std::chrono::seconds(30));
-      co_await t.async_wait(asio::use_awaitable);
-    } else {
-      ++completions;
-      json::object o = json::parse(req.body()).as_object();
-      const int64_t n = o.contains("max_tokens") ? o["max_tokens"].as_int64() : 4;
-      const int64_t prompt = static_cast<int64_t>(o["prompt"].as_string().size());
-      const json::object usage{{"prompt_tokens", prompt}, {"completion_tokens", n}};
-      if (o.contains("stream") && o["stream"].as_bool()) {
-        res.set(http::field::content_type, "text/event-stream");
-        for (int64_t i = 0; i < n; ++i) res.body() += "data: {\"choices\":[{\"text\":\"x\"}]}\n\n";
-        if (o["stream_options"].as_object()["include_usage"].as_bool()) {
-          res.body() += "data: " + json::serialize(json::object{{"choices", json::array{}}, {"usage", usage}}) + "\n\n";
-        }
-        res.body() += "data: [DONE]\n\n";
-      } else {
-        res.set(http::field::content_type, "application/json");
-        res.body() = json::serialize(json::object{{"choices", json::array{json::object{{"text", std::string(n, 'x')}}}}, {"usage", usage}});
-      }
+      co_await res.send(200, "ok", "text/plain");
+      co_return;
     }
-    res.prepare_payload();
-    co_await http::async_write(s, res, asio::use_awaitable);
+    if (mode_ == "hang") {
+      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(30));
+      co_await t.async_wait(asio::use_awaitable);
+      co_return;
+    }
+    ++completions;
+    if (mode_ == "fail") {
+      co_await res.send(500, "{}", "application/json");
+      co_return;
+    }
+    std::string type;
+    std::string body = answer(req.body(), &type);
+    co_await res.send(200, std::move(body), type);
+  }
+  // The whole answer (SSE events or JSON), built outside the coroutine (GCC 12 and json).
+  static std::string answer(const std::string& request, std::string* content_type) {
+    json::object o = json::parse(request).as_object();
+    const int64_t n = o.contains("max_tokens") ? o["max_tokens"].as_int64() : 4;
+    const int64_t prompt = static_cast<int64_t>(o["prompt"].as_string().size());
+    const json::object usage{{"prompt_tokens", prompt}, {"completion_tokens", n}};
+    if (!o.contains("stream") || !o["stream"].as_bool()) {
+      *content_type = "application/json";
+      return json::serialize(json::object{{"choices", json::array{json::object{{"text", std::string(n, 'x')}}}}, {"usage", usage}});
+    }
+    *content_type = "text/event-stream";
+    std::string body;
+    for (int64_t i = 0; i < n; ++i) body += "data: {\"choices\":[{\"text\":\"x\"}]}\n\n";
+    if (o["stream_options"].as_object()["include_usage"].as_bool()) {
+      body += "data: " + json::serialize(json::object{{"choices", json::array{}}, {"usage", usage}}) + "\n\n";
+    }
+    return body + "data: [DONE]\n\n";
   }
   std::string mode_;
-  asio::io_context io_;
-  tcp::acceptor acceptor_;
-  std::thread thread_;
+  net::Server server_;
+  int port_ = 0;
 };
 
 class GatewayTest : public ::testing::Test {

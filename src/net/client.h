@@ -14,7 +14,8 @@
 // new connection (the upstream never saw it complete).
 // Failures are Status values: kUnavailable (refused, reset, closed early), kDeadlineExceeded
 // (a timeout), kInvalidArgument (bad URL). A Client is thread-safe; an Exchange is used by one
-// coroutine. The Client must outlive its Exchanges.
+// coroutine. The Client must outlive its Exchanges, and the io_contexts its connections
+// were opened on must outlive the Client (pooled sockets belong to them).
 // Pass ClientRequest and Timeouts as named values, not braced temporaries: GCC 12 destroys a
 // braced temporary inside a co_await expression twice.
 #pragma once
