@@ -29,7 +29,9 @@ std::string errno_text(int err) { return std::strerror(err); }
 // against this process's working directory (the child's may differ).
 Result<std::string> resolve_program(const std::string& program) {
   if (program.find('/') != std::string::npos) {
-    const std::string path = std::filesystem::absolute(program).string();
+    std::error_code ec;
+    const std::string path = std::filesystem::absolute(program, ec).string();
+    if (ec) return Status::io_error(program + ": cannot resolve the path: " + ec.message());
     if (::access(path.c_str(), X_OK) != 0) {
       return Status::not_found(program + ": cannot run it: " + errno_text(errno));
     }
@@ -40,8 +42,9 @@ Result<std::string> resolve_program(const std::string& program) {
   for (size_t begin = 0; begin <= dirs.size();) {
     const size_t end = std::min(dirs.find(':', begin), dirs.size());
     const std::string dir = end == begin ? "." : dirs.substr(begin, end - begin);
-    const std::string candidate = std::filesystem::absolute(path_join(dir, program)).string();
-    if (::access(candidate.c_str(), X_OK) == 0 && !is_directory(candidate)) return candidate;
+    std::error_code ec;
+    const std::string candidate = std::filesystem::absolute(path_join(dir, program), ec).string();
+    if (!ec && ::access(candidate.c_str(), X_OK) == 0 && !is_directory(candidate)) return candidate;
     begin = end + 1;
   }
   return Status::not_found(program + ": program not found in PATH; install it or pass its full path");
