@@ -61,5 +61,8 @@ expect "error: trunc.gguf: file ends at byte 5000" convert trunc.gguf -o x.gguf
 expect "error: the prompt is" generate -m good.gguf -p "$(head -c 4000 "$shared/data/tinyshakespeare.txt")"
 expect "error: -n must be zero or more" generate -m good.gguf -n -5
 [[ -e x.gguf ]] && { echo "FAIL: a failed convert left x.gguf behind"; failures=$((failures + 1)); }
+# A usage report only reads the ledger: a mistyped --store is an error, not a new empty file.
+expect "error: usage ledger typo.db: no such database file; check the path" gateway usage --store typo.db
+[[ -e typo.db ]] && { echo "FAIL: koi gateway usage created typo.db"; failures=$((failures + 1)); }
 if [[ $failures -ne 0 ]]; then echo "$failures failures"; exit 1; fi
 echo "all error cases give one clear line and exit 1"

@@ -99,7 +99,8 @@ Runner setup_usage(CLI::App* app) {
       if (!config.ok()) return fail(config.status().message());
       prices = config->models;
     }
-    auto store = gw::open_store(o->store);
+    // A report only reads: a mistyped path is an error, not a new empty ledger.
+    auto store = gw::open_store(o->store, {.read_only = true, .must_exist = true});
     if (!store.ok()) return fail(store.status().message());
     auto records = (*store)->query(o->tenant, *since);
     if (!records.ok()) return fail(records.status().message());

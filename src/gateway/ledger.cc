@@ -4,12 +4,6 @@
 
 namespace koi::gateway {
 
-Result<std::unique_ptr<UsageStore>> open_store(const std::string& spec) {
-  if (spec.starts_with("postgres://") || spec.starts_with("postgresql://")) return open_postgres_store(spec);
-  if (spec.starts_with("sqlite:")) return open_sqlite_store(spec.substr(7));
-  return open_sqlite_store(spec);
-}
-
 Ledger::Ledger(std::unique_ptr<UsageStore> store) : store_(std::move(store)), writer_([this] { run(); }) {}
 
 Ledger::~Ledger() {

@@ -95,6 +95,47 @@ TEST_F(SqliteStoreTest, OpenFailureNamesThePath) {
             "directory exists and is writable");
 }
 
+// `koi gateway usage --store typo.db` used to create an empty ledger and report nothing.
+TEST_F(SqliteStoreTest, ReadOnlyOpenOfAMissingLedgerFailsAndCreatesNothing) {
+  auto store = open_store(path(), {.read_only = true, .must_exist = true});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message(), "usage ledger " + path() + ": no such database file; check the path");
+  EXPECT_FALSE(file_exists(path()));
+  ASSERT_TRUE(open_store(path()).ok());
+  store = open_store(path(), {.read_only = true, .must_exist = true});
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_TRUE((*store)->query("", 0)->empty());
+  EXPECT_FALSE((*store)->append(std::vector<UsageRecord>{record("r1", "acme", 1, 2, 3)}).ok());
+}
+
+// A ledger written before schema versions existed (its tables, no schema_migrations) is
+// adopted as version 1 with its rows.
+TEST_F(SqliteStoreTest, LedgerFromBeforeSchemaVersionsIsAdopted) {
+  {
+    auto db = store::Database::open("old ledger", path());
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->exec_script("old schema", R"sql(
+      CREATE TABLE usage(
+        request_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL,
+        version TEXT NOT NULL, replica TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, status INTEGER NOT NULL,
+        stream INTEGER NOT NULL, start_unix_ms INTEGER NOT NULL, ttft_ms REAL NOT NULL, latency_ms REAL NOT NULL);
+      CREATE TABLE api_keys(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+      INSERT INTO usage VALUES('old', 'acme', 'k', 'm', 'v1', 'r', 1, 2, 0, 200, 1, 5, 1.5, 2.5);)sql").ok());
+  }
+  auto store = open_store(path());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto all = (*store)->query("", 0);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].request_id, "old");
+  EXPECT_TRUE((*all)[0].stream);
+  auto db = store::Database::open("ledger", path());
+  auto versions = (*db)->query("read", "SELECT schema_name, version FROM schema_migrations");
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_EQ((*versions)[0].text(0), "gateway");
+  EXPECT_EQ((*versions)[0].int64(1), 1);
+}
+
 TEST_F(SqliteStoreTest, LedgerCommitsEveryRecordOnceAndCallsBack) {
   std::atomic<int> done{0};
   {

@@ -1,12 +1,12 @@
 // UsageStore: the metering ledger, one row per request keyed by the request id, and the API
-// keys issued at run time. Two implementations behind this one interface:
-//   SQLite (the embedded default; "sqlite:PATH" or a plain path): WAL journal,
-//     synchronous=NORMAL, so a committed transaction survives a crash of the gateway process
-//     (not a power loss of the machine; use PostgreSQL for that);
-//   PostgreSQL ("postgres://..." or "postgresql://..."), through libpq.
+// keys issued at run time, in a store::Database (store/database.h): SQLite, the embedded
+// default ("sqlite:PATH" or a plain path; WAL, synchronous=NORMAL: a committed transaction
+// survives a crash of the gateway process, not a power loss of the machine), or PostgreSQL
+// ("postgres://..." or "postgresql://..."). One implementation serves both; its tables are
+// the schema "gateway" of the database's schema_migrations.
 // append() inserts a batch in one transaction and skips a request id that is already stored
 // (INSERT ... ON CONFLICT DO NOTHING), so retrying a batch never duplicates a record.
-// Each store serializes its own calls with a mutex; errors name the store and the operation.
+// Thread-safe (the database serializes calls); errors name the store and the operation.
 //
 // Ledger: the batching writer in front of a store. submit() queues a record; one writer
 // thread commits whatever has queued up in one transaction (group commit) and then calls each
@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "gateway/api_keys.h"
+#include "store/database.h"
 
 namespace koi::gateway {
 
@@ -63,10 +64,10 @@ class UsageStore {
   virtual Result<std::vector<StoredKey>> load_keys() = 0;
 };
 
-Result<std::unique_ptr<UsageStore>> open_sqlite_store(const std::string& path);
-Result<std::unique_ptr<UsageStore>> open_postgres_store(const std::string& conninfo);
-// Dispatches on the spec: postgres:// or postgresql:// URLs, else "sqlite:PATH" or a path.
-Result<std::unique_ptr<UsageStore>> open_store(const std::string& spec);
+// Opens the ledger at `spec` (store::Database::open) and brings its schema up to date; with
+// options.read_only it is only checked ({.read_only = true, .must_exist = true} for a reader
+// that must not create an empty ledger from a mistyped path).
+Result<std::unique_ptr<UsageStore>> open_store(const std::string& spec, const store::OpenOptions& options = {});
 
 class Ledger {
  public:

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "base/file.h"
+#include "process/process.h"
 
 namespace koi::train {
 namespace {
@@ -23,36 +23,20 @@ constexpr const char* kSupervisorFlags[] = {"--nproc", "--max-restarts"};
 // The flag name of "--name" or "--name=value".
 std::string flag_name(const std::string& arg) { return arg.substr(0, arg.find('=')); }
 
-// Starts argv in a new process group (a Ctrl-C reaches the supervisor only, which passes it
-// on as SIGTERM); returns its pid, or -1.
-pid_t spawn(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid != 0) {
-    if (pid > 0) ::setpgid(pid, pid);
-    return pid;
-  }
-  ::setpgid(0, 0);
-  ::execvp(args[0], args.data());
-  std::fprintf(stderr, "supervisor: cannot run %s; install Debian's openmpi-bin\n", args[0]);
-  ::_exit(127);
-}
-
-// Waits for pid, passing *stop on as SIGTERM once. Returns its exit code (128 + signal
-// when a signal ended it) and whether a stop was passed on.
-int wait_child(pid_t pid, const std::atomic<bool>* stop, bool* stopped) {
+// Waits for the job, passing *stop on to mpirun as SIGTERM once. Returns its exit code
+// (128 + signal when a signal ended it) and whether a stop was passed on.
+int wait_child(process::Process& job, const std::atomic<bool>* stop, bool* stopped) {
   for (;;) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (done < 0) return 1;
+    auto ended = job.wait_for(std::chrono::milliseconds(100));
+    if (!ended.ok()) {
+      std::fprintf(stderr, "supervisor: %s\n", ended.status().message().c_str());
+      return 1;
+    }
+    if (ended->has_value()) return (*ended)->shell_code();
     if (!*stopped && stop != nullptr && stop->load()) {
       *stopped = true;
-      ::kill(pid, SIGTERM);
+      (void)job.signal(SIGTERM);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
@@ -118,13 +102,15 @@ int supervise(const std::vector<std::string>& koi_argv, int nproc, int max_resta
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   bool stopped = false;
   for (int restart = 0;; ++restart) {
-    const std::vector<std::string> cmd = mpirun_command(koi_argv, nproc, restart > 0);
-    const pid_t pid = spawn(cmd);
-    if (pid < 0) {
-      std::fprintf(stderr, "supervisor: fork failed\n");
-      return 1;
+    // Its own process group: a Ctrl-C reaches the supervisor only, which passes it on.
+    process::LaunchOptions job_options;
+    job_options.argv = mpirun_command(koi_argv, nproc, restart > 0);
+    auto job = process::Process::launch(job_options);
+    if (!job.ok()) {
+      std::fprintf(stderr, "supervisor: %s (mpirun comes with Debian's openmpi-bin)\n", job.status().message().c_str());
+      return 127;
     }
-    const int code = wait_child(pid, stop, &stopped);
+    const int code = wait_child(*job, stop, &stopped);
     kill_leftovers();
     if (code == 0 || stopped) return code;
     if (restart == max_restarts) {

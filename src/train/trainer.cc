@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "base/file.h"
+#include "base/metrics.h"
 #include "base/thread_pool.h"
 #include "train/checkpoint.h"
 #include "tokenizer/load.h"
@@ -63,6 +64,21 @@ void append_line(const std::string& path, const std::string& line) {
     std::fclose(f);
   }
 }
+
+// The step metrics in the Prometheus text format, for a textfile collector or any reader
+// of OUT/metrics.prom (the JSON lines of metrics.jsonl stay the run's full history).
+struct StepMetrics {
+  metrics::Registry registry;
+  metrics::Gauge& step = registry.gauge("koi_train_step", "Optimizer steps taken.").labels({});
+  metrics::Gauge& loss = registry.gauge("koi_train_loss", "Training loss of the last step.").labels({});
+  metrics::Gauge& lr = registry.gauge("koi_train_learning_rate", "Learning rate of the last step.").labels({});
+  metrics::Gauge& grad_norm =
+      registry.gauge("koi_train_grad_norm", "Gradient norm of the last step, before clipping.").labels({});
+  metrics::Gauge& tokens_per_second =
+      registry.gauge("koi_train_tokens_per_second", "Training tokens per second in the last step.").labels({});
+  metrics::Gauge& step_seconds = registry.gauge("koi_train_step_seconds", "Wall time of the last step.").labels({});
+  metrics::Gauge& val_loss = registry.gauge("koi_train_val_loss", "Validation loss of the last evaluation.").labels({});
+};
 
 std::string format_duration(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
@@ -353,6 +369,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   std::filesystem::create_directories(c.out_dir, ec);
   if (ec) return Status::io_error(c.out_dir + ": cannot create the run directory: " + ec.message());
   const std::string metrics = path_join(c.out_dir, "metrics.jsonl");
+  const std::string metrics_prom = path_join(c.out_dir, "metrics.prom");
+  StepMetrics step_metrics;
   if (rank == 0) {
     const std::string parallel =
         ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
@@ -396,7 +414,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
                  with_train ? (", train loss " + std::to_string(train)).c_str() : "");
     append_line(metrics, "{\"step\":" + std::to_string(state.step) + ",\"val_loss\":" + std::to_string(val) +
                              (with_train ? ",\"train_loss\":" + std::to_string(train) : "") + "}");
-    return ok_status();
+    step_metrics.val_loss.set(val);
+    return write_file_atomic(metrics_prom, step_metrics.registry.render());
   };
 
   const int64_t bucket_floats = std::max<int64_t>(1, static_cast<int64_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
@@ -434,10 +453,17 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const double tok_s = static_cast<double>(B) * T * c.grad_accum / step_secs;
     result.seconds_per_step = avg;
     if (rank == 0) {
+      step_metrics.step.set(static_cast<double>(state.step));
+      step_metrics.loss.set(loss);
+      step_metrics.lr.set(lr);
+      step_metrics.grad_norm.set(norm);
+      step_metrics.tokens_per_second.set(tok_s);
+      step_metrics.step_seconds.set(step_secs);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
         std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
                      format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
+        KOI_RETURN_IF_ERROR(write_file_atomic(metrics_prom, step_metrics.registry.render()));
       }
       char line[256];
       std::snprintf(line, sizeof(line),

@@ -7,8 +7,9 @@
 // 1 - val_fraction for training, as nanoGPT), then runs the step loop: draw grad_accum
 // batches, forward and backward, clip the gradient norm, set the learning rate of the
 // schedule, AdamW step. It prints a progress line (step, loss, learning rate, tokens/s,
-// time left) to stderr, appends metrics as JSON lines to OUT/metrics.jsonl, estimates the
-// validation loss every eval_interval steps and at the end, and writes an atomic
+// time left) to stderr, appends metrics as JSON lines to OUT/metrics.jsonl, keeps the
+// latest in the Prometheus text format in OUT/metrics.prom (rewritten at each logged step
+// and evaluation), estimates the validation loss every eval_interval steps and at the end, and writes an atomic
 // checkpoint (checkpoint.h) every checkpoint_interval steps, when *stop becomes true
 // (SIGTERM) and at the end, keeping the newest keep_checkpoints. The loop only copies the
 // state for a checkpoint; a background thread writes it while training goes on (a failed

@@ -152,6 +152,23 @@ TEST_F(RunTrainingTest, ShardsAreReusedUntilTheCorpusChanges) {
   EXPECT_TRUE(tokenized());
 }
 
+// OUT/metrics.prom: the step metrics in the Prometheus text format, rewritten at every
+// logged step and evaluation, so after the run it holds the last step's values.
+TEST_F(RunTrainingTest, StepMetricsAreRenderedToMetricsProm) {
+  TrainConfig c = tiny("run");
+  c.steps = 4, c.log_interval = 2;
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(run_training(c, false, nullptr).ok());
+  testing::internal::GetCapturedStderr();
+  auto prom = read_file(path_join(c.out_dir, "metrics.prom"));
+  ASSERT_TRUE(prom.ok()) << prom.status().message();
+  EXPECT_NE(prom->find("# TYPE koi_train_step gauge\nkoi_train_step 4\n"), std::string::npos) << *prom;
+  for (const char* name : {"\nkoi_train_loss ", "\nkoi_train_learning_rate ", "\nkoi_train_grad_norm ",
+                           "\nkoi_train_tokens_per_second ", "\nkoi_train_step_seconds ", "\nkoi_train_val_loss "}) {
+    EXPECT_NE(prom->find(name), std::string::npos) << name;
+  }
+}
+
 // data.text as a list: the files' tokens in order, one character vocabulary over all.
 TEST_F(RunTrainingTest, SeveralTextFilesAreTokenizedInOrder) {
   const std::string second = path_join(dir_, "second.txt"), more = "Zebras are quick! " + *read_file(corpus_);
