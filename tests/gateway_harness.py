@@ -305,5 +305,27 @@ def ledger_row(store, request_id, columns="status, prompt_tokens, completion_tok
                          check=True, capture_output=True, text=True).stdout.strip()
     if not out:
         return None
+    def value(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
     names = [c.strip() for c in columns.split(",")]
-    return {n: (float(v) if "." in v else int(v)) for n, v in zip(names, out.split("\n")[0].split("\t"))}
+    return {n: value(v) for n, v in zip(names, out.split("\n")[0].split("\t"))}
+
+
+def npm_dir():
+    """The pinned `openai` npm client, installed into $KOI_NPM_CACHE (default ~/.cache/koi-npm)
+    when missing, as tests/serve_npm.sh does; returns the directory holding node_modules."""
+    d = os.environ.get("KOI_NPM_CACHE", os.path.expanduser("~/.cache/koi-npm"))
+    try:
+        with open(os.path.join(d, "node_modules/openai/package.json")) as f:
+            if '"version": "7.59.0"' in f.read():
+                return d
+    except OSError:
+        pass
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["npm", "i", "--prefix", d, "--no-audit", "--no-fund", "openai@7.59.0"], check=True, stdout=subprocess.DEVNULL)
+    return d
