@@ -322,12 +322,12 @@ std::string Fleet::stats_json() const {
   return json::serialize(out);
 }
 
-void Fleet::export_gauges(Metrics& metrics) const {
+void Fleet::export_gauges(metrics::Registry& metrics) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, m] : models_) {
     for (const Version& v : m.versions) {
       for (const auto& r : v.replicas) {
-        const Labels labels{{"model", name}, {"version", v.name}, {"replica", r->url}};
+        const metrics::Labels labels{{"model", name}, {"version", v.name}, {"replica", r->url}};
         metrics.set("koi_gateway_breaker_state", labels, static_cast<double>(r->breaker.state()));
         metrics.set("koi_gateway_replica_outstanding", labels, static_cast<double>(r->outstanding));
       }

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "base/random.h"
 #include "base/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/config.h"
-#include "gateway/metrics.h"
 #include "gateway/router.h"
 #include "gateway/token_bucket.h"
 
@@ -88,7 +88,7 @@ class Fleet {
   std::string state_json() const;
   std::string stats_json() const;
   // Sets the breaker-state and outstanding gauges.
-  void export_gauges(Metrics& metrics) const;
+  void export_gauges(metrics::Registry& metrics) const;
 
  private:
   struct Version {

@@ -11,8 +11,8 @@
 
 #include "base/clock.h"
 #include "base/logging.h"
+#include "base/metrics.h"
 #include "gateway/fleet.h"
-#include "gateway/metrics.h"
 #include "gateway/openai.h"
 #include "gateway/proxy.h"
 #include "net/client.h"
@@ -101,7 +101,7 @@ class GatewayImpl final : public Gateway {
   int port() const override { return port_; }
   int admin_port() const override { return admin_port_; }
   Fleet& fleet() override { return fleet_; }
-  Metrics& metrics() override { return metrics_; }
+  metrics::Registry& metrics() override { return metrics_; }
   void stop() override;
 
  private:
@@ -114,7 +114,7 @@ class GatewayImpl final : public Gateway {
   const GatewayConfig config_;
   const Clock& clock_;
   Fleet fleet_;
-  Metrics metrics_;
+  metrics::Registry metrics_;
   // The listeners are declared before the client and the ledger: pooled upstream sockets
   // belong to the listeners' io_contexts, and the ledger's last callbacks post to them while
   // it drains.
@@ -126,19 +126,24 @@ class GatewayImpl final : public Gateway {
   std::atomic<bool> stopped_{false};
 };
 
+// Declared in name order, so /metrics lists families alphabetically.
 void GatewayImpl::declare_metrics() {
-  using T = Metrics::Type;
-  metrics_.declare("koi_gateway_requests_total", T::kCounter, "Requests by tenant, model, version, replica and status.");
-  metrics_.declare("koi_gateway_tokens_total", T::kCounter, "Tokens metered, by tenant, model, version and kind.");
-  metrics_.declare("koi_gateway_limit_rejections_total", T::kCounter, "Requests refused by a tenant limit (429).");
-  metrics_.declare("koi_gateway_auth_failures_total", T::kCounter, "Requests with a missing or wrong API key.");
-  metrics_.declare("koi_gateway_upstream_errors_total", T::kCounter, "Failed attempts on a replica (retried or not).");
-  metrics_.declare("koi_gateway_ttft_seconds", T::kHistogram, "Time to the first event (stream) or the answer's headers.");
-  metrics_.declare("koi_gateway_request_duration_seconds", T::kHistogram, "Time from the request to the end of the response.");
-  metrics_.declare("koi_gateway_breaker_state", T::kGauge, "Circuit breaker: 0 closed, 1 open, 2 half-open.");
-  metrics_.declare("koi_gateway_replica_outstanding", T::kGauge, "Requests in flight per replica.");
-  metrics_.declare("koi_gateway_version_weight", T::kGauge, "Traffic weight of each version.");
-  metrics_.declare("koi_gateway_ledger_errors_total", T::kCounter, "Usage records the ledger failed to write.");
+  const std::vector<double> seconds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  metrics_.counter("koi_gateway_auth_failures_total", "Requests with a missing or wrong API key.", {});
+  metrics_.gauge("koi_gateway_breaker_state", "Circuit breaker: 0 closed, 1 open, 2 half-open.", {"model", "version", "replica"});
+  metrics_.counter("koi_gateway_ledger_errors_total", "Usage records the ledger failed to write.", {});
+  metrics_.counter("koi_gateway_limit_rejections_total", "Requests refused by a tenant limit (429).", {"tenant", "limit"});
+  metrics_.gauge("koi_gateway_replica_outstanding", "Requests in flight per replica.", {"model", "version", "replica"});
+  metrics_.histogram("koi_gateway_request_duration_seconds", "Time from the request to the end of the response.",
+                     {"tenant", "model", "version", "replica"}, seconds);
+  metrics_.counter("koi_gateway_requests_total", "Requests by tenant, model, version, replica and status.",
+                   {"tenant", "model", "version", "replica", "status"});
+  metrics_.counter("koi_gateway_tokens_total", "Tokens metered, by tenant, model, version and kind.",
+                   {"tenant", "model", "version", "kind"});
+  metrics_.histogram("koi_gateway_ttft_seconds", "Time to the first event (stream) or the answer's headers.",
+                     {"tenant", "model", "version", "replica"}, seconds);
+  metrics_.counter("koi_gateway_upstream_errors_total", "Failed attempts on a replica (retried or not).", {"replica"});
+  metrics_.gauge("koi_gateway_version_weight", "Traffic weight of each version.", {"model", "version"});
 }
 
 Status GatewayImpl::listen() {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "base/metrics.h"
 #include "base/status.h"
 #include "gateway/config.h"
 #include "gateway/usage_store.h"
@@ -32,7 +33,6 @@
 namespace koi::gateway {
 
 class Fleet;
-class Metrics;
 
 class Gateway {
  public:
@@ -41,7 +41,7 @@ class Gateway {
   virtual int port() const = 0;
   virtual int admin_port() const = 0;  // 0 when the admin API is off
   virtual Fleet& fleet() = 0;
-  virtual Metrics& metrics() = 0;
+  virtual metrics::Registry& metrics() = 0;
   virtual void stop() = 0;
 };
 

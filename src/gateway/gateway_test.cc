@@ -14,7 +14,6 @@
 #include "gateway/fleet.h"
 #include "net/client.h"
 #include "net/server.h"
-#include "gateway/metrics.h"
 
 namespace koi::gateway {
 namespace {

@@ -101,7 +101,7 @@ std::string cut_stream_event(const std::string& replica, const std::string& why)
 
 }  // namespace
 
-Proxy::Proxy(const GatewayConfig& config, Fleet& fleet, Ledger& ledger, Metrics& metrics, net::Client& client,
+Proxy::Proxy(const GatewayConfig& config, Fleet& fleet, Ledger& ledger, metrics::Registry& metrics, net::Client& client,
              const Clock& clock)
     : config_(config), fleet_(fleet), ledger_(ledger), metrics_(metrics), client_(client), clock_(clock) {}
 
@@ -337,13 +337,13 @@ void Proxy::finish(Call& call) {
 }
 
 void Proxy::record_metrics(const UsageRecord& r) {
-  const Labels base{{"tenant", r.tenant}, {"model", r.model}, {"version", r.version}};
-  Labels with_replica = base;
+  const metrics::Labels base{{"tenant", r.tenant}, {"model", r.model}, {"version", r.version}};
+  metrics::Labels with_replica = base;
   with_replica.emplace_back("replica", r.replica);
-  Labels with_status = with_replica;
+  metrics::Labels with_status = with_replica;
   with_status.emplace_back("status", std::to_string(r.status));
   metrics_.add("koi_gateway_requests_total", with_status);
-  Labels prompt = base, completion = base;
+  metrics::Labels prompt = base, completion = base;
   prompt.emplace_back("kind", "prompt");
   completion.emplace_back("kind", "completion");
   metrics_.add("koi_gateway_tokens_total", prompt, static_cast<double>(r.prompt_tokens));

@@ -20,9 +20,9 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "gateway/config.h"
 #include "gateway/fleet.h"
-#include "gateway/metrics.h"
 #include "gateway/usage_store.h"
 #include "net/client.h"
 #include "net/server.h"
@@ -31,7 +31,7 @@ namespace koi::gateway {
 
 class Proxy {
  public:
-  Proxy(const GatewayConfig& config, Fleet& fleet, Ledger& ledger, Metrics& metrics, net::Client& client, const Clock& clock);
+  Proxy(const GatewayConfig& config, Fleet& fleet, Ledger& ledger, metrics::Registry& metrics, net::Client& client, const Clock& clock);
   boost::asio::awaitable<void> handle(net::Request& req, net::Responder& res, bool chat);
 
  private:
@@ -49,7 +49,7 @@ class Proxy {
   const GatewayConfig& config_;
   Fleet& fleet_;
   Ledger& ledger_;
-  Metrics& metrics_;
+  metrics::Registry& metrics_;
   net::Client& client_;
   const Clock& clock_;
 };
