@@ -17,3 +17,9 @@ add_test(NAME serve_sigterm_cancels_at_deadline
          --shutdown-timeout 0.3)
 set_tests_properties(serve_sigterm_finishes_streams serve_sigterm_cancels_at_deadline
   PROPERTIES LABELS integration TIMEOUT 120)
+# net::Server limits, on both `koi serve` and `koi gateway` (Python, tests/gateway_harness.py):
+# a flood of ~20,000 idle connections cannot lock out /health, 431, HTTP/1.0 streams, bad ports.
+add_test(NAME connection_flood COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/connection_flood.py)
+set_tests_properties(connection_flood PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
+  LABELS integration TIMEOUT 120)
