@@ -3,7 +3,8 @@ connections (20,000, or the file descriptor hard limit less 500) cannot lock out
 every GET /health, one every 50 ms on a fresh connection, answers 200 within 100 ms
 (the issue's bar) while the flood opens and holds — a completion still completes, and the
 server's CPU stays under half a core over the flood. Half the flood sends a partial request
-head and stops (slowloris). `koi serve` runs with a 4096-descriptor limit, so it must cap its
+head and stops (slowloris). Beyond the cap the server closes the oldest idle connections: a
+second after the flood, the connections still open are the newest, as many as the cap. `koi serve` runs with a 4096-descriptor limit, so it must cap its
 connections below it and never run out of descriptors (accept failing with EMFILE backs
 off 50 ms, which delays /health); the gateway runs with the default cap. Also: 100 KB of headers get
 431; an HTTP/1.0 stream is close-delimited, not chunked; port 70000 is refused by both.
@@ -20,7 +21,7 @@ if FLOOD < 20000:
 HOLD_S, PROBE_EVERY_S, PROBE_BAR_MS, SERVE_FD_LIMIT = 3.0, 0.05, 100.0, 4096
 
 FLOOD_SCRIPT = r"""
-import socket, sys, time
+import select, socket, sys, time
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 socks, failed = [], 0
 for i in range(n):
@@ -31,7 +32,15 @@ for i in range(n):
         socks.append(s)
     except OSError:
         failed += 1
-print(f"opened {len(socks)} failed {failed}", flush=True)
+time.sleep(1)
+poll = select.poll()
+for s in socks:
+    poll.register(s, select.POLLIN)
+closed = {fd for fd, ev in poll.poll(0)}  # readable: EOF, a reset, or a 408 before closing
+still = [i for i, s in enumerate(socks) if s.fileno() not in closed]
+gone = [i for i, s in enumerate(socks) if s.fileno() in closed]
+print(f"opened {len(socks)} failed {failed} still_open {len(still)} "
+      f"first_open {still[0] if still else -1} last_closed {gone[-1] if gone else -1}", flush=True)
 sys.stdin.read()  # hold them until the test is done
 """
 
@@ -65,7 +74,7 @@ def health_probe(url):
         f"at {time.strftime('%H:%M:%S', time.gmtime(now))}.{int(now * 1000) % 1000:03d}, connect {(connected - t) * 1000:.0f} ms"
 
 
-def flood_test(name, url, pid, complete):
+def flood_test(name, url, pid, complete, cap):
     from urllib.parse import urlsplit
     u = urlsplit(url)
     probes, done = [], threading.Event()
@@ -97,6 +106,11 @@ def flood_test(name, url, pid, complete):
           f"{len(probes)} /health probes, median {median([ms for _, ms, _ in probes]):.2f} ms, worst {worst:.1f} ms; "
           f"server CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a core)", flush=True)
     check(opened and opened[0].startswith("opened"), f"[{name}] the flood opened its connections: {opened}")
+    f = opened[0].split()
+    n_open, still, first_open, last_closed = int(f[1]), int(f[5]), int(f[7]), int(f[9])
+    check(cap - 64 <= still <= cap, f"[{name}] the server holds its cap of {cap} connections, no fewer: {still} of {n_open} still open")
+    check(last_closed - first_open < 256, f"[{name}] the connections it closed are the oldest: the first still open is "
+                                          f"#{first_open}, the last closed #{last_closed}")
     check(not bad, f"[{name}] every /health during the flood answered 200 (others: {bad[:10]})")
     check(not slow, f"[{name}] every /health answered within {PROBE_BAR_MS:.0f} ms (over: {slow[:10]})")
     check(completion_result[0] == 200, f"[{name}] a completion completes during the flood: {completion_result[0]}")
@@ -168,14 +182,14 @@ try:
         return completion(gw, key, max_tokens=16, timeout=10)[0]
 
     try:
-        flood_test("koi serve", low_url, low.pid, serve_completion)
+        flood_test("koi serve", low_url, low.pid, serve_completion, int(capped[0].split("capped at ")[1].split()[0]))
     finally:
         low.terminate()
         low.wait(10)
     with open(os.path.join(env.dir, "low.log")) as f:
         emfile = [l.strip() for l in f if "accept failed" in l]
     check(not emfile, f"[koi serve] capped below its descriptor limit, it never runs out of descriptors: {emfile[:3]}")
-    flood_test("koi gateway", gw.url, gw.p.pid, gateway_completion)
+    flood_test("koi gateway", gw.url, gw.p.pid, gateway_completion, 8192)  # the default cap
 
     for name, url, k in (("koi serve", r.url, None), ("koi gateway", gw.url, key)):
         line = big_headers(url)
