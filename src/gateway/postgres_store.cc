@@ -1,6 +1,8 @@
 // The PostgreSQL implementation of UsageStore (see usage_store.h), through libpq.
 #include <libpq-fe.h>
 
+#include <fmt/format.h>
+
 #include <mutex>
 
 #include "gateway/usage_store.h"
@@ -19,6 +21,21 @@ CREATE INDEX IF NOT EXISTS usage_tenant_start ON usage(tenant, start_unix_ms);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, revoked BOOLEAN NOT NULL DEFAULT false);
 )sql";
+
+// Migration 2: the admin API's changes (additive; an older ledger gets the tables on open).
+constexpr const char* kAdminSchema = R"sql(
+CREATE TABLE IF NOT EXISTS admin_tenants(
+  name TEXT PRIMARY KEY, rpm DOUBLE PRECISION NOT NULL, tpm DOUBLE PRECISION NOT NULL,
+  max_concurrency INTEGER NOT NULL, priority TEXT NOT NULL, models TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS admin_weights(
+  model TEXT NOT NULL, version TEXT NOT NULL, weight DOUBLE PRECISION NOT NULL, PRIMARY KEY(model, version));
+CREATE TABLE IF NOT EXISTS admin_replicas(
+  model TEXT NOT NULL, version TEXT NOT NULL, url TEXT NOT NULL, removed BOOLEAN NOT NULL,
+  PRIMARY KEY(model, version, url));
+)sql";
+
+// Doubles as text that reads back exactly.
+std::string exact(double v) { return fmt::format("{}", v); }
 
 // One result, cleared on scope exit.
 class PgResult {
@@ -120,6 +137,69 @@ class PostgresStore final : public UsageStore {
     return out;
   }
 
+  Status put_tenant(const TenantConfig& t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    PgResult res(params(
+        "INSERT INTO admin_tenants VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT (name) DO UPDATE SET rpm = excluded.rpm, "
+        "tpm = excluded.tpm, max_concurrency = excluded.max_concurrency, priority = excluded.priority, models = excluded.models",
+        {t.name, exact(t.rpm), exact(t.tpm), std::to_string(t.max_concurrency), std::string(priority_name(t.priority)),
+         models_to_json(t.models)}));
+    return res.ok() ? ok_status() : error("put tenant");
+  }
+
+  Status put_weights(std::span<const StoredWeight> weights) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    KOI_RETURN_IF_ERROR(exec("BEGIN", "begin"));
+    for (const StoredWeight& w : weights) {
+      PgResult res(params("INSERT INTO admin_weights VALUES($1,$2,$3) ON CONFLICT (model, version) DO UPDATE SET weight = excluded.weight",
+                          {w.model, w.version, exact(w.weight)}));
+      if (!res.ok()) {
+        Status s = error("put weights");
+        (void)exec("ROLLBACK", "rollback");
+        return s;
+      }
+    }
+    return exec("COMMIT", "commit");
+  }
+
+  Status put_replica(const StoredReplica& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    PgResult res(params("INSERT INTO admin_replicas VALUES($1,$2,$3,$4) ON CONFLICT (model, version, url) DO UPDATE SET removed = excluded.removed",
+                        {r.model, r.version, r.url, r.removed ? "true" : "false"}));
+    return res.ok() ? ok_status() : error("put replica");
+  }
+
+  Result<AdminState> load_admin_state() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AdminState out;
+    PgResult replicas(PQexec(conn_, "SELECT model, version, url, removed FROM admin_replicas ORDER BY model, version, url"));
+    if (!replicas.ok()) return error("load replicas");
+    for (int i = 0; i < PQntuples(replicas.get()); ++i) {
+      out.replicas.push_back({PQgetvalue(replicas.get(), i, 0), PQgetvalue(replicas.get(), i, 1), PQgetvalue(replicas.get(), i, 2),
+                              std::string(PQgetvalue(replicas.get(), i, 3)) == "t"});
+    }
+    PgResult weights(PQexec(conn_, "SELECT model, version, weight FROM admin_weights ORDER BY model, version"));
+    if (!weights.ok()) return error("load weights");
+    for (int i = 0; i < PQntuples(weights.get()); ++i) {
+      out.weights.push_back({PQgetvalue(weights.get(), i, 0), PQgetvalue(weights.get(), i, 1), std::stod(PQgetvalue(weights.get(), i, 2))});
+    }
+    PgResult tenants(PQexec(conn_, "SELECT name, rpm, tpm, max_concurrency, priority, models FROM admin_tenants ORDER BY name"));
+    if (!tenants.ok()) return error("load tenants");
+    for (int i = 0; i < PQntuples(tenants.get()); ++i) {
+      auto col = [&](int c) { return std::string(PQgetvalue(tenants.get(), i, c)); };
+      TenantConfig t;
+      t.name = col(0), t.rpm = std::stod(col(1)), t.tpm = std::stod(col(2)), t.max_concurrency = std::stoi(col(3));
+      auto priority = parse_priority(col(4));
+      auto models = models_from_json(col(5));
+      if (!priority.ok() || !models.ok()) {
+        return Status::corrupt("usage ledger (postgres): admin_tenants row '" + t.name + "' is unreadable; fix or delete it");
+      }
+      t.priority = *priority, t.models = std::move(*models);
+      out.tenants.push_back(std::move(t));
+    }
+    return out;
+  }
+
  private:
   std::mutex mu_;
   PGconn* conn_;
@@ -139,6 +219,7 @@ Result<std::unique_ptr<UsageStore>> open_postgres_store(const std::string& conni
   PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   auto store = std::make_unique<PostgresStore>(conn);
   KOI_RETURN_IF_ERROR(store->exec(kSchema, "create schema"));
+  KOI_RETURN_IF_ERROR(store->exec(kAdminSchema, "add the admin tables"));
   return std::unique_ptr<UsageStore>(std::move(store));
 }
 

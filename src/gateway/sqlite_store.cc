@@ -21,6 +21,18 @@ CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
 )sql";
 
+// Migration 2: the admin API's changes (additive; an older ledger gets the tables on open).
+constexpr const char* kAdminSchema = R"sql(
+CREATE TABLE IF NOT EXISTS admin_tenants(
+  name TEXT PRIMARY KEY, rpm REAL NOT NULL, tpm REAL NOT NULL, max_concurrency INTEGER NOT NULL,
+  priority TEXT NOT NULL, models TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS admin_weights(
+  model TEXT NOT NULL, version TEXT NOT NULL, weight REAL NOT NULL, PRIMARY KEY(model, version));
+CREATE TABLE IF NOT EXISTS admin_replicas(
+  model TEXT NOT NULL, version TEXT NOT NULL, url TEXT NOT NULL, removed INTEGER NOT NULL,
+  PRIMARY KEY(model, version, url));
+)sql";
+
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
@@ -120,6 +132,71 @@ class SqliteStore final : public UsageStore {
     return out;
   }
 
+  Status put_tenant(const TenantConfig& t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st(db_, "INSERT INTO admin_tenants VALUES(?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET rpm=excluded.rpm, "
+                 "tpm=excluded.tpm, max_concurrency=excluded.max_concurrency, priority=excluded.priority, models=excluded.models");
+    st.text(1, t.name), st.f64(2, t.rpm), st.f64(3, t.tpm), st.i64(4, t.max_concurrency);
+    st.text(5, std::string(priority_name(t.priority))), st.text(6, models_to_json(t.models));
+    return sqlite3_step(st.get()) == SQLITE_DONE ? ok_status() : error("put tenant");
+  }
+
+  Status put_weights(std::span<const StoredWeight> weights) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    KOI_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE", "begin"));
+    Stmt st(db_, "INSERT INTO admin_weights VALUES(?,?,?) ON CONFLICT(model, version) DO UPDATE SET weight=excluded.weight");
+    for (const StoredWeight& w : weights) {
+      sqlite3_reset(st.get());
+      st.text(1, w.model), st.text(2, w.version), st.f64(3, w.weight);
+      if (sqlite3_step(st.get()) != SQLITE_DONE) {
+        Status s = error("put weights");
+        (void)exec("ROLLBACK", "rollback");
+        return s;
+      }
+    }
+    return exec("COMMIT", "commit");
+  }
+
+  Status put_replica(const StoredReplica& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st(db_, "INSERT INTO admin_replicas VALUES(?,?,?,?) ON CONFLICT(model, version, url) DO UPDATE SET removed=excluded.removed");
+    st.text(1, r.model), st.text(2, r.version), st.text(3, r.url), st.i64(4, r.removed);
+    return sqlite3_step(st.get()) == SQLITE_DONE ? ok_status() : error("put replica");
+  }
+
+  Result<AdminState> load_admin_state() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AdminState out;
+    int rc;
+    Stmt replicas(db_, "SELECT model, version, url, removed FROM admin_replicas ORDER BY model, version, url");
+    while ((rc = sqlite3_step(replicas.get())) == SQLITE_ROW) {
+      out.replicas.push_back({replicas.col_text(0), replicas.col_text(1), replicas.col_text(2),
+                              sqlite3_column_int(replicas.get(), 3) != 0});
+    }
+    if (rc != SQLITE_DONE) return error("load replicas");
+    Stmt weights(db_, "SELECT model, version, weight FROM admin_weights ORDER BY model, version");
+    while ((rc = sqlite3_step(weights.get())) == SQLITE_ROW) {
+      out.weights.push_back({weights.col_text(0), weights.col_text(1), sqlite3_column_double(weights.get(), 2)});
+    }
+    if (rc != SQLITE_DONE) return error("load weights");
+    Stmt tenants(db_, "SELECT name, rpm, tpm, max_concurrency, priority, models FROM admin_tenants ORDER BY name");
+    while ((rc = sqlite3_step(tenants.get())) == SQLITE_ROW) {
+      TenantConfig t;
+      t.name = tenants.col_text(0);
+      t.rpm = sqlite3_column_double(tenants.get(), 1), t.tpm = sqlite3_column_double(tenants.get(), 2);
+      t.max_concurrency = sqlite3_column_int(tenants.get(), 3);
+      auto priority = parse_priority(tenants.col_text(4));
+      auto models = models_from_json(tenants.col_text(5));
+      if (!priority.ok() || !models.ok()) {
+        return Status::corrupt("usage ledger " + path_ + ": admin_tenants row '" + t.name + "' is unreadable; fix or delete it");
+      }
+      t.priority = *priority, t.models = std::move(*models);
+      out.tenants.push_back(std::move(t));
+    }
+    if (rc != SQLITE_DONE) return error("load tenants");
+    return out;
+  }
+
  private:
   std::mutex mu_;
   sqlite3* db_;
@@ -138,6 +215,7 @@ Result<std::unique_ptr<UsageStore>> open_sqlite_store(const std::string& path) {
   sqlite3_busy_timeout(db, 5000);
   auto store = std::make_unique<SqliteStore>(db, path);
   KOI_RETURN_IF_ERROR(store->exec(kSchema, "create schema"));
+  KOI_RETURN_IF_ERROR(store->exec(kAdminSchema, "add the admin tables"));
   return std::unique_ptr<UsageStore>(std::move(store));
 }
 
