@@ -1,6 +1,6 @@
 # koi gateway against real `koi serve` replicas, a real PostgreSQL and SQLite (see
 # tests/gateway_harness.py). The one-minute limit test is labelled slow.
-foreach(t e2e failover crash rollout limits)
+foreach(t e2e failover crash rollout limits admin_restart)
   add_test(NAME gateway_${t}
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/gateway_${t}.py)
   set_tests_properties(gateway_${t} PROPERTIES

@@ -1,6 +1,8 @@
 // API keys, the SQLite ledger and its batching writer, and the usage report.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <future>
 
 #include "base/file.h"
@@ -85,6 +87,52 @@ TEST_F(SqliteStoreTest, RecordsAndKeysSurviveReopening) {
   EXPECT_EQ((*keys)[0].record.tenant, "acme");
   EXPECT_FALSE((*keys)[0].revoked);
   EXPECT_TRUE((*keys)[1].revoked);
+}
+
+TEST_F(SqliteStoreTest, AnOlderLedgerGainsTheAdminTablesAndTheyRoundTrip) {
+  {  // a ledger from before the admin tables, with one key
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE api_keys(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, "
+                               "revoked INTEGER NOT NULL DEFAULT 0); INSERT INTO api_keys VALUES('aa', 'acme', 'sha256:x', 0);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto store = open_store(path());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    auto empty = (*store)->load_admin_state();
+    ASSERT_TRUE(empty.ok()) << empty.status().message();
+    EXPECT_TRUE(empty->tenants.empty() && empty->weights.empty() && empty->replicas.empty());
+    TenantConfig t{"acme", 2.5, 1000, 3, Priority::kLow, {"m", "n"}, {}};
+    ASSERT_TRUE((*store)->put_tenant(t).ok());
+    t.rpm = 7;  // replaces the row
+    ASSERT_TRUE((*store)->put_tenant(t).ok());
+    ASSERT_TRUE((*store)->put_weights(std::vector<StoredWeight>{{"m", "v1", 0.1}, {"m", "v2", 99.9}}).ok());
+    ASSERT_TRUE((*store)->put_replica({"m", "v1", "http://127.0.0.1:9001", true}).ok());
+    ASSERT_TRUE((*store)->put_replica({"m", "v3", "http://127.0.0.1:9004", false}).ok());
+  }
+  auto store = open_store(path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->load_keys()->size(), 1u);
+  auto state = (*store)->load_admin_state();
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->tenants.size(), 1u);
+  const TenantConfig& t = state->tenants[0];
+  EXPECT_EQ(t.name, "acme");
+  EXPECT_EQ(t.rpm, 7);
+  EXPECT_EQ(t.tpm, 1000);
+  EXPECT_EQ(t.max_concurrency, 3);
+  EXPECT_EQ(t.priority, Priority::kLow);
+  EXPECT_EQ(t.models, (std::vector<std::string>{"m", "n"}));
+  ASSERT_EQ(state->weights.size(), 2u);
+  EXPECT_EQ(state->weights[0].weight, 0.1);
+  EXPECT_EQ(state->weights[1].weight, 99.9);
+  ASSERT_EQ(state->replicas.size(), 2u);
+  EXPECT_TRUE(state->replicas[0].removed);
+  EXPECT_EQ(state->replicas[1].url, "http://127.0.0.1:9004");
+  EXPECT_FALSE(state->replicas[1].removed);
 }
 
 TEST_F(SqliteStoreTest, OpenFailureNamesThePath) {
