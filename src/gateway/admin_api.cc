@@ -137,8 +137,10 @@ AdminReply AdminApi::tenants(const std::string& body) {
   const std::optional<int> max_concurrency = f.count("max_concurrency");
   std::optional<Priority> priority;
   if (const json::value* p = f.find("priority")) {
-    auto parsed = p->is_string() ? parse_priority(std::string(p->as_string())) : Result<Priority>(Status::invalid_argument(""));
-    if (parsed.ok()) priority = *parsed; else f.bad(f.path("priority"), "\"high\", \"normal\" or \"low\"", *p);
+    if (p->is_string()) {
+      if (auto parsed = parse_priority(std::string(p->as_string())); parsed.ok()) priority = *parsed;
+    }
+    if (!priority) f.bad(f.path("priority"), "\"high\", \"normal\" or \"low\"", *p);
   }
   std::optional<std::vector<std::string>> models;
   if (const json::value* m = f.find("models")) {
