@@ -96,6 +96,7 @@ Runner setup_serve(CLI::App* app) {
   app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
   app->add_flag("--no-prefix-caching", o->no_prefix_caching, "do not share KV blocks between prompts");
   return [o] {
+    if (std::string e = port_error("--port", o->server.port); !e.empty()) return fail(e);
     o->engine.prefix_caching = !o->no_prefix_caching;
     return run_serve(*o);
   };
