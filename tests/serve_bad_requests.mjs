@@ -108,7 +108,7 @@ const cases = [
   ['unknown path', () => http('POST', '/v1/engines', ok({})), 404, 'invalid_request_error', 'Invalid URL (POST /v1/engines)', null],
   ['wrong method', () => http('GET', C, ''), 405, 'invalid_request_error', '/v1/completions accepts POST only', null],
   ['body over the limit', () => http('POST', C, ok({ prompt: 'x'.repeat(70000) })), 413, 'invalid_request_error', 'the request body is over the limit of 65536 bytes', null],
-  ['queue full', () => http('POST', C, ok({ n: 8, max_tokens: 1 })), 429, 'rate_limit_error', 'the server is at capacity', null],
+  ['more sequences than the queue ever holds', () => http('POST', C, ok({ n: 8, max_tokens: 1 })), 400, 'invalid_request_error', 'more than the server ever queues at once (--max-waiting 4)', null],
   ['slow client', () => rawRequest('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"mo', { holdOpenMs: 5000 }),
     408, 'invalid_request_error', 'the request did not arrive within the time limit', null],
   ['malformed HTTP', () => rawRequest('HELLO\r\n\r\n'), 400, 'invalid_request_error', 'malformed HTTP request', null],

@@ -115,6 +115,8 @@ ServeMetrics::ServeMetrics(const std::string& model_name)
       prefix_cache_queries(registry.counter("koi:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", labels)),
       prefix_cache_hits(registry.counter("koi:prefix_cache_hits", "Prompt tokens found in the prefix cache.", labels)),
       num_preemptions(registry.counter("koi:num_preemptions", "Requests preempted (by recompute) for lack of KV blocks.", labels)),
+      spec_decode_num_draft_tokens(registry.counter("koi:spec_decode_num_draft_tokens", "Speculative draft tokens verified.", labels)),
+      spec_decode_num_accepted_tokens(registry.counter("koi:spec_decode_num_accepted_tokens", "Speculative draft tokens accepted.", labels)),
       prompt_tokens(registry.counter("koi:prompt_tokens", "Prompt tokens of finished requests.", labels)),
       generation_tokens(registry.counter("koi:generation_tokens", "Generated tokens.", labels)),
       time_to_first_token(registry.histogram("koi:time_to_first_token_seconds", "Time from arrival to the first token.",

@@ -85,6 +85,8 @@ struct ServeMetrics {
   Scalar& prefix_cache_queries;
   Scalar& prefix_cache_hits;
   Scalar& num_preemptions;
+  Scalar& spec_decode_num_draft_tokens;
+  Scalar& spec_decode_num_accepted_tokens;
   Scalar& prompt_tokens;
   Scalar& generation_tokens;
   Histogram& time_to_first_token;
