@@ -372,16 +372,7 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
     prompts->push_back(model.chat->encode(*text));
   }
   for (const Prompt& p : g.prompts) {
-    if (!p.is_tokens) {
-      prompts->push_back(tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true));
-      continue;
-    }
-    for (int32_t id : p.token_ids) {
-      if (id >= tok.n_vocab()) {
-        return bad_request(fmt::format("prompt token {} is outside the vocabulary [0, {})", id, tok.n_vocab()), "prompt");
-      }
-    }
-    prompts->push_back(p.token_ids);
+    prompts->push_back(p.is_tokens ? p.token_ids : tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true));
   }
   const char* what = chat ? "messages" : "prompt";
   // Without max_tokens, chat may fill the context and completions get OpenAI's 16.
@@ -410,7 +401,7 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
 awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
-  std::optional<ApiError> err = parse_generate_request(kind, req.body(), &g);
+  std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
   if (!err) err = prepare(g, &prompts);
   if (err) co_return co_await write_reply(stream, error_reply(*err), true);
 
@@ -430,6 +421,8 @@ awaitable<bool> Server::Impl::generate(beast::tcp_stream& stream, const HttpRequ
       spec.id = fmt::format("{}-{}", meta.id, specs.size());
       spec.prompt = prompt;
       spec.params = g.params;
+      spec.priority = g.priority;
+      spec.cache_key = g.cache_key;
       if (spec.params.seed) *spec.params.seed += static_cast<uint64_t>(i);  // n seeded choices differ
       ids.push_back(spec.id);
       specs.push_back(std::move(spec));
