@@ -17,3 +17,8 @@ add_test(NAME serve_sigterm_cancels_at_deadline
          --shutdown-timeout 0.3)
 set_tests_properties(serve_sigterm_finishes_streams serve_sigterm_cancels_at_deadline
   PROPERTIES LABELS integration TIMEOUT 120)
+# Greedy output over the API is byte-identical with --speculative ngram and draft, and /metrics
+# counts the drafts (starts its own three servers).
+add_test(NAME serve_speculative_greedy_is_identical
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_speculative.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+set_tests_properties(serve_speculative_greedy_is_identical PROPERTIES LABELS integration TIMEOUT 120)
