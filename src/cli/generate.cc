@@ -55,21 +55,24 @@ int run_generate(GenerateOptions o) {
     return fail("the prompt is " + std::to_string(prompt_len) + " tokens; the model's context is " +
                 std::to_string(n_ctx));
   }
+  engine::Engine* core = nullptr;
+  if (o.steps > 0) {  // built before any output, so that its start-up log line comes first
+    if (Status s = engine::start_engine(**host, o.engine); !s.ok()) return fail(s.message());
+    core = (*host)->engine.get();
+    if (Status s = core->add_request(std::move(request)); !s.ok()) return fail(s.message());
+  }
   std::fputs(o.prompt.c_str(), stdout);  // the prompt's text is the user's; the output continues it
   std::fflush(stdout);
   size_t num_output = 0;
   double prompt_secs = 0;
   auto t1 = std::chrono::steady_clock::now();
-  if (o.steps > 0) {
-    if (Status s = engine::start_engine(**host, o.engine); !s.ok()) return fail(s.message());
-    engine::Engine& core = *(*host)->engine;
-    if (Status s = core.add_request(std::move(request)); !s.ok()) return fail(s.message());
+  if (core) {
     // The prompt is computed (in one step unless it is longer than --max-num-batched-tokens)
     // up to the first token; each later step adds one token, or more with speculation.
     const auto t0 = std::chrono::steady_clock::now();
     bool prompt_done = false;
-    while (core.has_unfinished()) {
-      auto outputs = core.step();
+    while (core->has_unfinished()) {
+      auto outputs = core->step();
       if (!outputs.ok()) return fail(outputs.status().message());
       for (const engine::RequestOutput& out : *outputs) {
         if (!prompt_done && !out.token_ids.empty()) {
@@ -87,6 +90,11 @@ int run_generate(GenerateOptions o) {
   }
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (!core) {
+    std::fprintf(stderr, "prompt: %zu tokens, not computed with -n 0; generation: 0 tokens; seed %llu\n", prompt_len,
+                 static_cast<unsigned long long>(seed));
+    return 0;
+  }
   const double gen_secs = seconds_since(t1);
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tok/s); generation: %zu tokens in %.3f s (%.1f tok/s); seed %llu\n",
                prompt_len, prompt_secs, prompt_len / std::max(prompt_secs, 1e-9), num_output, gen_secs,

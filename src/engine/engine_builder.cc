@@ -72,7 +72,7 @@ Result<std::unique_ptr<EngineHost>> load_engine_models(const EngineOptions& o) {
 
 Status start_engine(EngineHost& host, const EngineOptions& o) {
   KOI_RETURN_IF_ERROR(check(o));
-  if (o.draft_model.empty() != !host.draft.has_value()) {
+  if (!o.draft_model.empty() != host.draft.has_value()) {
     return Status::invalid_argument("start_engine: the options name a different draft model than was loaded");
   }
   host.engine.reset();  // it points into the runners
