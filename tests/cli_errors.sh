@@ -68,6 +68,7 @@ expect "error: --block-size must be between 1 and 1024, got 0" serve -m good.ggu
 expect "error: --threads must be between 0 and 1024, got -1" serve -m good.gguf --threads -1
 expect "error: --max-waiting must be at least 1, got 0" serve -m good.gguf --max-waiting 0
 expect "error: --kv-cache-memory 'lots' is not a size" serve -m good.gguf --kv-cache-memory lots
+expect "of RAM; give --kv-cache-memory a smaller size or lower --max-num-seqs" serve -m good.gguf --kv-cache-memory 100TiB
 expect "error: --kv-cache-gb is gone; use --kv-cache-memory 2GiB" serve -m good.gguf --kv-cache-gb 2
 expect "error: --speculative draft needs --draft-model PATH" serve -m good.gguf --speculative draft
 expect "error: --speculative: unknown speculative method 'magic'" serve -m good.gguf --speculative magic

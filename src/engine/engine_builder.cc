@@ -81,13 +81,24 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
 
   const model::LlamaModel& m = *host.model.model;
   const int max_len = o.max_model_len > 0 ? std::min(o.max_model_len, m.config().max_seq_len) : m.config().max_seq_len;
+  const int64_t block_bytes = m.kv_shape(1, o.block_size).bytes_per_block();
   int num_blocks = 0;
   if (o.kv_cache_memory.empty()) {
     const int64_t per_seq = (max_len + o.block_size - 1) / o.block_size;
     num_blocks = static_cast<int>(std::min(int64_t{o.max_num_seqs} * per_seq, kMaxKvBlocks));
   } else {
     KOI_ASSIGN_OR_RETURN(int64_t bytes, parse_kv_cache_memory(o.kv_cache_memory, total_ram_bytes()));
-    KOI_ASSIGN_OR_RETURN(num_blocks, kv_blocks_for_memory(bytes, m.kv_shape(1, o.block_size).bytes_per_block()));
+    KOI_ASSIGN_OR_RETURN(num_blocks, kv_blocks_for_memory(bytes, block_bytes));
+  }
+  // The KV cache lives in RAM and is written in full at start-up: more than the machine has
+  // can only fail (or be killed) later.
+  const int64_t kv_bytes = int64_t{num_blocks} * block_bytes;
+  if (kv_bytes > total_ram_bytes()) {
+    return Status::invalid_argument(fmt::format(
+        "the KV cache would take {:.1f} GiB ({} blocks of {} tokens), more than this machine's {:.1f} GiB of RAM; give "
+        "--kv-cache-memory a smaller size or lower --max-num-seqs",
+        static_cast<double>(kv_bytes) / (1 << 30), num_blocks, o.block_size,
+        static_cast<double>(total_ram_bytes()) / (1 << 30)));
   }
 
   EngineConfig ec;
