@@ -417,5 +417,37 @@ TEST(EngineTest, DetokenizerStopStringEndsRequest) {
   EXPECT_EQ(text, want.substr(0, want.find(stop)));
 }
 
+// Byte tokens that never complete a character come out as U+FFFD, the last one (held back
+// in case the next token completed it) when the request ends at its length limit.
+TEST(EngineTest, IncompleteCharacterAtTheLengthLimitComesOutAsReplacementCharacter) {
+  FakeRunner runner(kVocab, 512, 32, 4, Dependence::kWholePrefix);
+  tokenizer::TokenizerSpec spec;
+  for (int i = 0; i < kVocab; ++i) spec.tokens.push_back(std::string(1, static_cast<char>('a' + i % 26)));
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  spec.types.assign(spec.tokens.size(), tokenizer::TokenType::kNormal);
+  spec.tokens[7] = "<0xC3>";  // the first byte of a two-byte character
+  spec.types[7] = tokenizer::TokenType::kByte;
+  auto tok = tokenizer::Tokenizer::create(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EngineConfig config = small_config(32, 4, 64);
+  config.tokenizer = &*tok;
+  Engine engine(config, runner);
+  SamplingParams p = greedy(3);
+  p.logit_bias = {{7, 100.0f}};  // every output token is the lone lead byte
+  ASSERT_TRUE(engine.add_request({"a", prompt_of(5, 3, kVocab), p}).ok());
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  while (engine.has_unfinished()) {
+    auto outputs = engine.step();
+    ASSERT_TRUE(outputs.ok());
+    for (const auto& o : *outputs) {
+      text += o.text;
+      if (o.finished) reason = o.finish_reason;
+    }
+  }
+  EXPECT_EQ(reason, FinishReason::kLength);
+  EXPECT_EQ(text, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 }  // namespace
 }  // namespace koi::engine
