@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Must show 4 of the foundation: corrupt, truncated or mismatched GGUF / safetensors / config
-# files, an unsupported architecture, a missing tokenizer, wrong flags: each gives one clear
+# files, an unsupported architecture, a missing tokenizer, wrong flags (every engine flag out of
+# its range, the retired --kv-cache-gb): each gives one clear
 # line on stderr naming the file and what is wrong, exit status 1, never a crash (a signal
 # would give 128+N), and nothing on stdout.
 set -uo pipefail
@@ -67,7 +68,7 @@ failures=0
 # expect <substring of the one error line> <koi args...>
 expect() {
   local want="$1"; shift
-  "$koi" "$@" > out.txt 2> err.txt
+  timeout 60 "$koi" "$@" > out.txt 2> err.txt  # a serve that wrongly starts must not hang the test
   local rc=$?
   local lines; lines=$(wc -l < err.txt)
   if [[ $rc -ne 1 || $lines -ne 1 || -s out.txt ]] || ! grep -qF -- "$want" err.txt; then
@@ -111,5 +112,31 @@ expect "error: data.text: fortunes.txt: cannot open: No such file or directory; 
 # A usage report only reads the ledger: a mistyped --store is an error, not a new empty file.
 expect "error: usage ledger typo.db: no such database file; check the path" gateway usage --store typo.db
 [[ -e typo.db ]] && { echo "FAIL: koi gateway usage created typo.db"; failures=$((failures + 1)); }
+# Engine flags are range-checked with one line naming the flag (no KOI_CHECK abort, exit 134).
+expect "error: --max-num-seqs must be at least 1, got 0" serve -m good.gguf --max-num-seqs 0
+expect "error: --max-num-batched-tokens must be at least 1, got 0" serve -m good.gguf --max-num-batched-tokens 0
+expect "error: --block-size must be between 1 and 1024, got 0" serve -m good.gguf --block-size 0
+expect "error: --threads must be between 0 and 1024, got -1" serve -m good.gguf --threads -1
+expect "error: --max-waiting must be at least 1, got 0" serve -m good.gguf --max-waiting 0
+expect "error: --kv-cache-memory 'lots' is not a size" serve -m good.gguf --kv-cache-memory lots
+expect "of RAM; give --kv-cache-memory a smaller size or lower --max-num-seqs" serve -m good.gguf --kv-cache-memory 100TiB
+expect "error: --kv-cache-gb is gone; use --kv-cache-memory 2GiB" serve -m good.gguf --kv-cache-gb 2
+expect "error: --speculative draft needs --draft-model PATH" serve -m good.gguf --speculative draft
+expect "error: --speculative: unknown speculative method 'magic'" serve -m good.gguf --speculative magic
+expect "error: --num-speculative-tokens must be between 1 and 64, got 0" serve -m good.gguf --speculative ngram --num-speculative-tokens 0
+expect "error: --draft-model is used only with --speculative draft" serve -m good.gguf --draft-model good.gguf
+expect "error: --max-num-batched-tokens must be at least 1, got 0" generate -m good.gguf --max-num-batched-tokens 0
+expect "error: --max-num-batched-tokens must be at least 1, got 0" bench offline -m good.gguf --max-num-batched-tokens 0
+expect "error: --prompt and --gen must be below the model's context of 512 tokens" bench model -m good.gguf -p 512
+# A model directory given with a trailing slash is served under its name, not "".
+"$koi" serve -m tiny/llama_gqa/ --port 0 > serve.out 2> serve.err &
+server=$!
+for _ in $(seq 100); do grep -q "listening on" serve.out 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^listening on //p' serve.out)
+name=$(curl -sS "$url/v1/models" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')
+kill -TERM $server; wait $server
+if [[ "$name" != llama_gqa ]]; then
+  echo "FAIL: koi serve -m tiny/llama_gqa/ serves the model as '$name'"; cat serve.err; failures=$((failures + 1))
+fi
 if [[ $failures -ne 0 ]]; then echo "$failures failures"; exit 1; fi
 echo "all error cases give one clear line and exit 1"

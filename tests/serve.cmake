@@ -23,3 +23,8 @@ add_test(NAME connection_flood COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR
 set_tests_properties(connection_flood PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
   LABELS integration TIMEOUT 120)
+# Greedy output over the API is byte-identical with --speculative ngram and draft, and /metrics
+# counts the drafts (starts its own three servers).
+add_test(NAME serve_speculative_greedy_is_identical
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_speculative.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+set_tests_properties(serve_speculative_greedy_is_identical PROPERTIES LABELS integration TIMEOUT 120)

@@ -15,8 +15,8 @@
 #include <fmt/ranges.h>
 
 #include "base/random.h"
+#include "engine/engine_builder.h"
 #include "net/client.h"
-#include "serve/engine_host.h"
 #include "serve/engine_service.h"
 
 namespace koi::serve {
@@ -308,11 +308,12 @@ Result<BenchReport> run_http(const LoadConfig& given, const std::vector<RequestS
 
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
                                    const std::vector<RequestShape>& shapes) {
-  EngineOptions options;
+  engine::EngineOptions options;  // what `koi serve` runs with by default
+  options.model = model_path;
   options.seed = config.seed;
-  KOI_ASSIGN_OR_RETURN(auto host, make_engine_host(model_path, options));
+  KOI_ASSIGN_OR_RETURN(auto host, engine::build_engine(options));
   ServeMetrics metrics("bench");
-  EngineService service(*host->engine, host->loaded.tokenizer, metrics, static_cast<int>(shapes.size()));
+  EngineService service(*host->engine, metrics, static_cast<int>(shapes.size()));
   service.start();
 
   std::vector<RequestResult> results(shapes.size());
