@@ -109,7 +109,9 @@ def flood_test(name, url, pid, complete, cap):
     f = opened[0].split()
     n_open, still, first_open, last_closed = int(f[1]), int(f[5]), int(f[7]), int(f[9])
     check(cap - 64 <= still <= cap, f"[{name}] the server holds its cap of {cap} connections, no fewer: {still} of {n_open} still open")
-    check(last_closed - first_open < 256, f"[{name}] the connections it closed are the oldest: the first still open is "
+    # Each worker thread sheds its own oldest idle connection, so the order holds per worker;
+    # across workers the boundary is blurred by at most a fraction of the cap.
+    check(last_closed - first_open < max(256, cap // 4), f"[{name}] the connections it closed are the oldest: the first still open is "
                                           f"#{first_open}, the last closed #{last_closed}")
     check(not bad, f"[{name}] every /health during the flood answered 200 (others: {bad[:10]})")
     check(not slow, f"[{name}] every /health answered within {PROBE_BAR_MS:.0f} ms (over: {slow[:10]})")
