@@ -313,7 +313,10 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
       r.fail("limits.burst_seconds", "is no longer read: a tenant's bucket holds its whole per-minute allowance "
                                      "(docs/gateway.md); remove the key");
     }
-    if (r.is_map(l, "limits.", {"max_in_flight"})) r.get_min(l, "max_in_flight", "limits.", &c.max_in_flight, 1);
+    if (r.is_map(l, "limits.", {"max_in_flight", "max_connections"})) {
+      r.get_min(l, "max_in_flight", "limits.", &c.max_in_flight, 1);
+      r.get_min(l, "max_connections", "limits.", &c.max_connections, 1);
+    }
   }
   read_models(r, root, &c);
   read_tenants(r, root, &c);

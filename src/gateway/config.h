@@ -69,6 +69,7 @@ struct GatewayConfig {
   int64_t breaker_open_ms = 5000;
   int max_attempts = 3;
   int max_in_flight = 4096;   // the whole gateway; low priority gets half, normal 80%
+  int max_connections = 8192; // open client connections; beyond it idle ones are closed first
 
   std::vector<ModelConfig> models;
   std::vector<TenantConfig> tenants;

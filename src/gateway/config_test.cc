@@ -112,6 +112,8 @@ TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
       {"    models: [m]\n", "    models: [m, ghost]\n", "gw.yaml: tenants[0].models[1]: model 'ghost' is not defined under models:", {}},
       {"store: sqlite:/tmp/x.db\n", "store: sqlite:/tmp/x.db\nlimits: {max_in_flight: 0}\n",
        "gw.yaml: limits.max_in_flight: must be >= 1", {}},
+      {"store: sqlite:/tmp/x.db\n", "store: sqlite:/tmp/x.db\nlimits: {max_connections: 0}\n",
+       "gw.yaml: limits.max_connections: must be >= 1", {}},
       {"listen: 127.0.0.1:0", "listen: 127.0.0.1:70000",
        "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got '127.0.0.1:70000'", {}},
       {"listen: 127.0.0.1:0", "listen: 127.0.0.1:-1",

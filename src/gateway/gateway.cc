@@ -60,6 +60,7 @@ net::ServerOptions listener_options(const GatewayConfig& c, const std::string& h
   o.port = port;
   o.threads = threads;
   o.max_body_bytes = kMaxRequestBody;
+  o.max_connections = c.max_connections;
   o.idle_timeout_s = static_cast<double>(c.idle_timeout_ms) * 1e-3;
   o.header_timeout_s = std::min(10.0, o.idle_timeout_s);
   o.body_timeout_s = o.idle_timeout_s;
