@@ -152,6 +152,7 @@ awaitable<void> Proxy::handle(net::Request& req, net::Responder& res, bool chat)
   std::unique_ptr<net::Exchange> up = co_await open_upstream(call, req, res);
   if (!up) co_return;  // answered inside
   call.upstream = up.get();
+  if (call.client_gone) up->abort();  // it left while the replica was being reached
   rec.model = call.pick->model;
   rec.version = call.pick->version;
   rec.replica = call.pick->replica->url;
