@@ -22,7 +22,7 @@ set_tests_properties(serve_sigterm_finishes_streams serve_sigterm_cancels_at_dea
 add_test(NAME connection_flood COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/connection_flood.py)
 set_tests_properties(connection_flood PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
-  LABELS integration TIMEOUT 120 RUN_SERIAL TRUE)  # its 100 ms bar is about the server, not the neighbours
+  LABELS slow TIMEOUT 120 RUN_SERIAL TRUE)  # 20,000 sockets and a 100 ms bar: alone, in `make test-all`
 # Greedy output over the API is byte-identical with --speculative ngram and draft, and /metrics
 # counts the drafts (starts its own three servers).
 add_test(NAME serve_speculative_greedy_is_identical
