@@ -80,7 +80,6 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
     s.spine = t.str("spine");
     c.nodes.push_back(std::move(s));
   }
-  if (c.nodes.empty() && top.ok()) top.fail("nodes", "declare at least one node (the local executor's inventory)");
   std::vector<YamlReader> tenants = top.children("tenants"), admins = top.children("admins");
   for (YamlReader& t : tenants) parse_token(t, false, &c);
   for (YamlReader& t : admins) parse_token(t, true, &c);
@@ -115,8 +114,9 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
     }
     c.queues.push_back(std::move(s));
   }
-  if (c.queues.empty() && top.ok()) top.fail("queues", "declare at least one queue");
   KOI_RETURN_IF_ERROR(top.finish().with_prefix(origin));
+  if (c.nodes.empty()) return Status::invalid_argument(origin + ": nodes: declare at least one node (the local executor's inventory)");
+  if (c.queues.empty()) return Status::invalid_argument(origin + ": queues: declare at least one queue");
   return c;
 }
 

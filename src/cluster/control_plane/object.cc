@@ -142,6 +142,11 @@ std::vector<T> ints_of(const json::array& a) {
   }
   return out;
 }
+// Whole numbers as integers ("cpu": 2, not 2E0); others as doubles.
+json::value number(double x) {
+  if (std::nearbyint(x) == x && std::fabs(x) < 9e15) return static_cast<int64_t>(x);
+  return x;
+}
 json::object map_json(const std::map<std::string, std::string>& m) {
   json::object o;
   for (const auto& [k, v] : m) o[k] = v;
@@ -235,7 +240,7 @@ json::value to_json(const JobObject& j) {
   if (!s.args.empty()) spec["args"] = strings_json(s.args);
   spec["replicas"] = s.replicas;
   json::object res;
-  res["cpu"] = static_cast<double>(s.resources.cpu_milli) / 1000.0;
+  res["cpu"] = number(static_cast<double>(s.resources.cpu_milli) / 1000.0);
   res["memoryMiB"] = s.resources.memory_mib;
   res["gpu"] = s.resources.gpu;
   if (!s.resources.gpu_type.empty()) res["gpuType"] = s.resources.gpu_type;
@@ -243,18 +248,18 @@ json::value to_json(const JobObject& j) {
   spec["queue"] = s.queue;
   spec["priority"] = s.priority;
   spec["preemptible"] = s.preemptible;
-  spec["maxRuntimeSeconds"] = s.max_runtime_seconds;
+  spec["maxRuntimeSeconds"] = number(s.max_runtime_seconds);
   json::object rp;
   rp["maxRestarts"] = s.restart.max_restarts;
-  rp["backoffSeconds"] = s.restart.backoff_seconds;
-  rp["maxBackoffSeconds"] = s.restart.max_backoff_seconds;
+  rp["backoffSeconds"] = number(s.restart.backoff_seconds);
+  rp["maxBackoffSeconds"] = number(s.restart.max_backoff_seconds);
   rp["retryExitCodes"] = ints_json(s.restart.retry_exit_codes);
   rp["neverRetryExitCodes"] = ints_json(s.restart.never_retry_exit_codes);
   spec["restartPolicy"] = std::move(rp);
   spec["checkpointDir"] = s.checkpoint_dir;
   spec["env"] = map_json(s.env);
-  spec["hangTimeoutSeconds"] = s.hang_timeout_seconds;
-  spec["terminationGracePeriodSeconds"] = s.termination_grace_seconds;
+  spec["hangTimeoutSeconds"] = number(s.hang_timeout_seconds);
+  spec["terminationGracePeriodSeconds"] = number(s.termination_grace_seconds);
 
   const JobStatus& t = j.status;
   json::object st;
@@ -276,9 +281,9 @@ json::value to_json(const JobObject& j) {
   if (t.last_exit_code) st["lastExitCode"] = *t.last_exit_code;
   if (t.last_signal) st["lastSignal"] = *t.last_signal;
   if (!t.log_tail.empty()) st["logTail"] = t.log_tail;
-  if (t.next_attempt_time > 0) st["nextAttemptTime"] = t.next_attempt_time;
-  if (t.start_time > 0) st["startTime"] = t.start_time;
-  if (t.finish_time > 0) st["finishTime"] = t.finish_time;
+  if (t.next_attempt_time > 0) st["nextAttemptTime"] = number(t.next_attempt_time);
+  if (t.start_time > 0) st["startTime"] = number(t.start_time);
+  if (t.finish_time > 0) st["finishTime"] = number(t.finish_time);
   json::array reps;
   for (const ReplicaRecord& r : t.replicas) {
     reps.push_back(json::object{{"id", r.id},
@@ -294,7 +299,7 @@ json::value to_json(const JobObject& j) {
   if (!t.terminating.empty()) {
     st["terminating"] = t.terminating;
     st["terminatingMessage"] = t.terminating_message;
-    st["killTime"] = t.kill_time;
+    st["killTime"] = number(t.kill_time);
     st["killed"] = t.killed;
   }
   if (!t.preempted_by.empty()) st["preemptedBy"] = t.preempted_by;
@@ -390,7 +395,7 @@ Result<JobObject> job_from_json(const json::value& v) {
 }
 
 json::value node_object_json(const NodeSpec& n) {
-  json::object spec{{"cpu", static_cast<double>(n.cpu_milli) / 1000.0}, {"memoryMiB", n.memory_mib}};
+  json::object spec{{"cpu", number(static_cast<double>(n.cpu_milli) / 1000.0)}, {"memoryMiB", n.memory_mib}};
   if (n.gpu_count > 0) {
     spec["gpus"] = json::object{{"type", n.gpu_type}, {"count", n.gpu_count}, {"memoryMiB", n.gpu_memory_mib}};
   }
@@ -402,9 +407,9 @@ json::value queue_object_json(const QueueSpec& q) {
   json::object quota;
   for (const auto& [res, qt] : q.quota) {
     const double scale = res == "memory" ? 1.0 : 1000.0;
-    json::object o{{"nominal", static_cast<double>(qt.nominal) / scale}};
-    if (qt.borrowing_limit >= 0) o["borrowingLimit"] = static_cast<double>(qt.borrowing_limit) / scale;
-    if (qt.lending_limit >= 0) o["lendingLimit"] = static_cast<double>(qt.lending_limit) / scale;
+    json::object o{{"nominal", number(static_cast<double>(qt.nominal) / scale)}};
+    if (qt.borrowing_limit >= 0) o["borrowingLimit"] = number(static_cast<double>(qt.borrowing_limit) / scale);
+    if (qt.lending_limit >= 0) o["lendingLimit"] = number(static_cast<double>(qt.lending_limit) / scale);
     quota[res] = std::move(o);
   }
   json::object spec{{"tenant", q.tenant}, {"cohort", q.cohort}, {"priority", q.priority}, {"quota", std::move(quota)}};

@@ -67,7 +67,11 @@ void Reconciler::transition(JobObject& job, JobPhase phase, const std::string& r
   st.message = message;
   const std::string type(phase_name(phase));
   auto it = std::find_if(st.conditions.begin(), st.conditions.end(), [&](const Condition& c) { return c.type == type; });
-  if (it == st.conditions.end()) it = st.conditions.insert(st.conditions.end(), Condition{type});
+  if (it == st.conditions.end()) {
+    Condition c;
+    c.type = type;
+    it = st.conditions.insert(st.conditions.end(), std::move(c));
+  }
   it->status = "True", it->reason = reason, it->message = message, it->last_transition_time = rfc3339(now);
   event(events, job, event_type, reason, fmt::format("{} -> {}: {}", phase_name(from), type, message), now);
   if (is_terminal(phase)) {
@@ -142,9 +146,11 @@ void Reconciler::begin_stop(JobObject& job, const std::string& cause, const std:
   st.kill_time = now + job.spec.termination_grace_seconds;
   const int sig = job.spec.termination_grace_seconds > 0 ? SIGTERM : SIGKILL;
   st.killed = sig == SIGKILL;
+  int signalled = 0;
   for (const ReplicaRecord& r : st.replicas) {
-    if (!r.exited && !r.lost) (void)executor_.signal(ReplicaHandle{r.id, r.dir}, sig);
+    if (!r.exited && !r.lost) (void)executor_.signal(ReplicaHandle{r.id, r.dir}, sig), ++signalled;
   }
+  if (signalled == 0) return;  // nothing left to stop: the outcome is the next event
   event(events, job, cause == "Cancelled" || cause == "Preempted" ? "Normal" : "Warning", "Stopping",
         fmt::format("{}: {}; {} sent, SIGKILL after {:g}s", cause, message, sig == SIGTERM ? "SIGTERM" : "SIGKILL",
                     job.spec.termination_grace_seconds),
@@ -483,7 +489,8 @@ Status Reconciler::reconcile_once(double now) {
   QuotaBook book(cluster_, state.running);
   for (size_t q = 0; q < cluster_.queues.size(); ++q) {
     const QueueSpec& spec = cluster_.queues[q];
-    QueueUsage u{spec.name, spec.tenant, spec.cohort};
+    QueueUsage u;
+    u.name = spec.name, u.tenant = spec.tenant, u.cohort = spec.cohort;
     u.quota = spec.quota;
     for (const char* r : {"cpu", "memory", "gpu"}) u.used[r] = book.usage(static_cast<int>(q), r);
     u.borrowing = book.borrowing(static_cast<int>(q));
