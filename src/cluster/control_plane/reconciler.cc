@@ -268,6 +268,7 @@ Status Reconciler::launch(JobObject& job, const std::vector<Placement>& placemen
     l.env["KOI_REPLICA"] = std::to_string(i);
     l.env["KOI_NUM_REPLICAS"] = std::to_string(st.replicas.size());
     l.env["KOI_ATTEMPT"] = std::to_string(st.attempts);
+    l.env["KOI_NODE"] = cluster_.nodes[st.replicas[i].node].name;
     l.env["KOI_CHECKPOINT_DIR"] = checkpoint_dir(job);
     l.dir = st.replicas[i].dir;
     l.node = st.replicas[i].node;
@@ -375,8 +376,13 @@ Status Reconciler::reconcile_once(double now) {
         if (cancel) {
           begin_stop(job, "Cancelled", "cancelled by a user", now, events);
         } else if (failed) {
-          st.last_exit_code = failed->exit_code;
-          st.last_signal = failed->signal;
+          if (failed->signal != 0) {
+            st.last_exit_code.reset();
+            st.last_signal = failed->signal;
+          } else {
+            st.last_exit_code = failed->exit_code;
+            st.last_signal.reset();
+          }
           process::ExitStatus e;
           e.code = failed->exit_code, e.signal = failed->signal;
           begin_stop(job, "ReplicaFailed", fmt::format("replica {} {}", replica_index, e.describe()), now, events);
