@@ -136,3 +136,40 @@ def write(root, name, text):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def tiny_recipe(root, steps, interval=500):
+    """A tiny char-level model on 60 KB of tinyshakespeare: a few ms per step."""
+    corpus = os.path.join(root, "corpus.txt")
+    with open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), "rb") as f:
+        data = f.read(60000)
+    with open(corpus, "wb") as f:
+        f.write(data)
+    return write(root, "tiny.yaml", """model: {dim: 32, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 64, context: 16}
+data: {text: %s, tokenizer: char}
+train: {batch_size: 4, steps: %d, lr: 3.0e-3, warmup_steps: 5, seed: 7, checkpoint_interval: %d,
+        keep_checkpoints: 2, log_interval: 0, eval_iters: 2, out: %s/unused}
+""" % (corpus, steps, interval, root))
+
+
+def baseline_run(recipe, out):
+    r = subprocess.run([KOI, "train", "--config", recipe, "--out", out, "--threads", "1"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("baseline koi train failed: " + r.stderr)
+
+
+def last_step(run_dir):
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+        return max(json.loads(l).get("step", 0) for l in lines if l.strip()) if lines else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def same_weights(a, b, step):
+    ck = "ckpt-%08d" % step
+    for f in ("model.safetensors", "optimizer.safetensors"):
+        pa, pb = os.path.join(a, ck, f), os.path.join(b, ck, f)
+        if subprocess.run(["cmp", pa, pb]).returncode != 0:
+            fail("%s differs between the uninterrupted run and the job" % f)
