@@ -201,5 +201,13 @@ TEST_F(ProcessTest, ChildIsTheLeaderOfItsOwnProcessGroup) {
   EXPECT_EQ(text.substr(0, nl + 1), text.substr(nl + 1));
 }
 
+TEST_F(ProcessTest, ChildCanStayInTheParentsProcessGroup) {
+  LaunchOptions o;
+  o.new_process_group = false;
+  const ExitStatus e = run_sh("cut -d' ' -f5 /proc/$$/stat", o);
+  ASSERT_TRUE(e.success());
+  EXPECT_EQ(contents("out"), std::to_string(::getpgrp()) + "\n");
+}
+
 }  // namespace
 }  // namespace koi::process
