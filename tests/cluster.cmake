@@ -8,3 +8,9 @@ foreach(t tenants budget_restart crash train_resume train_preempt)
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
     LABELS integration TIMEOUT 120)
 endforeach()
+# The control plane's store tests against a real PostgreSQL (the SQLite ones are unit tests).
+add_test(NAME cluster_store_postgres
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/store_postgres.py $<TARGET_FILE:koi_cluster_test>)
+set_tests_properties(cluster_store_postgres PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
+  LABELS integration TIMEOUT 180)

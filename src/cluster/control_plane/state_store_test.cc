@@ -2,16 +2,32 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "base/file.h"
 
 namespace koi::cluster {
 namespace {
 
-class StateStoreTest : public ::testing::Test {
+// Against SQLite always, and against PostgreSQL when KOI_TEST_POSTGRES_URL names a server
+// (tests/store_postgres.py starts one; cluster.cmake runs this binary under it).
+class StateStoreTest : public ::testing::TestWithParam<store::Backend> {
  protected:
   void SetUp() override {
     dir_ = *make_temp_dir("koi-cp-store");
-    auto s = StateStore::open("sqlite:" + dir_ + "/cp.db");
+    url_ = "sqlite:" + dir_ + "/cp.db";
+    if (GetParam() == store::Backend::kPostgres) {
+      const char* pg = std::getenv("KOI_TEST_POSTGRES_URL");
+      if (pg == nullptr) GTEST_SKIP() << "KOI_TEST_POSTGRES_URL is not set (tests/store_postgres.py sets it)";
+      url_ = pg;
+      auto db = store::Database::open("reset", url_);
+      ASSERT_TRUE(db.ok()) << db.status().message();
+      ASSERT_TRUE((*db)->exec_script("reset", "DROP TABLE IF EXISTS cluster_objects; DROP TABLE IF EXISTS cluster_events; "
+                                              "DROP TABLE IF EXISTS cluster_changes; DROP TABLE IF EXISTS cluster_meta; "
+                                              "DROP TABLE IF EXISTS cluster_tokens; DROP TABLE IF EXISTS schema_migrations")
+                      .ok());
+    }
+    auto s = StateStore::open(url_);
     ASSERT_TRUE(s.ok()) << s.status().message();
     store_ = std::move(*s);
   }
@@ -29,11 +45,11 @@ class StateStoreTest : public ::testing::Test {
     e.ns = "alpha", e.name = name, e.time = 1, e.reason = reason, e.message = reason + " message";
     return e;
   }
-  std::string dir_;
+  std::string dir_, url_;
   std::unique_ptr<StateStore> store_;
 };
 
-TEST_F(StateStoreTest, RoundTripWithEventsAndChanges) {
+TEST_P(StateStoreTest, RoundTripWithEventsAndChanges) {
   JobObject j = job("a");
   ASSERT_TRUE(store_->create_job(&j, {ev("a", "Submitted")}).ok());
   EXPECT_EQ(j.metadata.resource_version, 1);
@@ -65,7 +81,7 @@ TEST_F(StateStoreTest, RoundTripWithEventsAndChanges) {
   EXPECT_TRUE(store_->changes(0, "beta", 100)->empty());
 }
 
-TEST_F(StateStoreTest, StaleWriteIsAConflictAndChangesNothing) {
+TEST_P(StateStoreTest, StaleWriteIsAConflictAndChangesNothing) {
   JobObject j = job("a");
   ASSERT_TRUE(store_->create_job(&j, {}).ok());
   JobObject stale = j;
@@ -81,7 +97,7 @@ TEST_F(StateStoreTest, StaleWriteIsAConflictAndChangesNothing) {
   EXPECT_TRUE(store_->events("Job", "alpha", "a")->empty());  // the failed write's event did not commit
 }
 
-TEST_F(StateStoreTest, DuplicateNamesAndMissingJobs) {
+TEST_P(StateStoreTest, DuplicateNamesAndMissingJobs) {
   JobObject a = job("a"), again = job("a");
   ASSERT_TRUE(store_->create_job(&a, {}).ok());
   EXPECT_EQ(store_->create_job(&again, {}).code(), StatusCode::kAlreadyExists);
@@ -90,7 +106,7 @@ TEST_F(StateStoreTest, DuplicateNamesAndMissingJobs) {
   EXPECT_FALSE(store_->get_job("beta", "a")->has_value());
 }
 
-TEST_F(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
+TEST_P(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
   for (const char* n : {"c", "a", "b"}) {
     JobObject j = job(n);
     ASSERT_TRUE(store_->create_job(&j, {}).ok());
@@ -99,7 +115,7 @@ TEST_F(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
   a.status.phase = JobPhase::kSucceeded;
   ASSERT_TRUE(store_->update_job(&a, {}).ok());
   store_.reset();
-  auto opened = StateStore::open("sqlite:" + dir_ + "/cp.db");
+  auto opened = StateStore::open(url_);
     store_ = std::move(opened).value();
   auto active = store_->list_jobs("alpha", true);
   ASSERT_TRUE(active.ok());
@@ -109,6 +125,11 @@ TEST_F(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
   EXPECT_EQ(store_->list_jobs("", false)->size(), 3u);
   EXPECT_EQ(*store_->current_version(), 4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, StateStoreTest, ::testing::Values(store::Backend::kSqlite, store::Backend::kPostgres),
+                         [](const ::testing::TestParamInfo<store::Backend>& info) {
+                           return info.param == store::Backend::kSqlite ? "Sqlite" : "Postgres";
+                         });
 
 }  // namespace
 }  // namespace koi::cluster
