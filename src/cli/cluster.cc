@@ -61,14 +61,16 @@ Runner setup_serve(CLI::App* app) {
 
 struct ExecFlags {
   std::string exit_file;
+  std::string pid_file;
   std::vector<std::string> command;
 };
 
 Runner setup_exec(CLI::App* app) {
   auto f = std::make_shared<ExecFlags>();
   app->add_option("--exit-file", f->exit_file, "where to write 'exit N' or 'signal N'")->required();
+  app->add_option("--pid-file", f->pid_file, "where to write this wrapper's id (pid:starttime)");
   app->add_option("command", f->command, "the replica's command line (after --)")->required();
-  return [f] { return cluster::run_replica_wrapper(f->exit_file, f->command); };
+  return [f] { return cluster::run_replica_wrapper(f->exit_file, f->pid_file, f->command); };
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 constexpr int64_t kLogChunk = 1 << 20;
+constexpr auto kWatchKeepalive = std::chrono::seconds(10);
 
 std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> out;
@@ -336,6 +337,7 @@ asio::awaitable<void> ApiServer::stream_watch(net::Request& req, net::Responder&
   if (!co_await res.begin_stream(200, "text/event-stream")) co_return;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  auto last_write = std::chrono::steady_clock::now();
   for (;;) {
     auto changes = store_.changes(after, ns, 500);
     if (!changes.ok()) break;
@@ -343,6 +345,12 @@ asio::awaitable<void> ApiServer::stream_watch(net::Request& req, net::Responder&
       after = c.resource_version;
       std::string frame = fmt::format("id: {}\nevent: {}\n", c.resource_version, c.type) + net::sse_data(c.body);
       if (!co_await res.write(frame)) co_return;
+      last_write = std::chrono::steady_clock::now();
+    }
+    // A comment line now and then: a client that left is noticed even when nothing changes.
+    if (std::chrono::steady_clock::now() - last_write > kWatchKeepalive) {
+      if (!co_await res.write(": keepalive\n\n")) co_return;
+      last_write = std::chrono::steady_clock::now();
     }
     if (timeout > 0 && std::chrono::steady_clock::now() >= deadline) break;
     if (changes->size() == 500) continue;

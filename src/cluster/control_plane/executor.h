@@ -15,6 +15,8 @@
 //                false when the replica is gone
 //   status()     running, exited (with code or signal), or lost (gone without an exit
 //                record: an infrastructure failure)
+//   find()       the replica running in a working directory, if any: after a launch that
+//                the control plane did not live to record
 //   signal()     sends a signal to the replica's whole process tree
 //   stop()       SIGKILL to the whole tree
 //   logs()       bytes of the replica's log from `offset` (at most `max_bytes`)
@@ -25,6 +27,7 @@
 #include <csignal>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,7 @@ class Executor {
   virtual Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) = 0;
   virtual bool adopt(const ReplicaHandle& replica) = 0;
   virtual ReplicaStatus status(const ReplicaHandle& replica) = 0;
+  virtual std::optional<ReplicaHandle> find(const std::string& dir) = 0;
   virtual Status signal(const ReplicaHandle& replica, int sig) = 0;
   virtual Status stop(const ReplicaHandle& replica) { return signal(replica, SIGKILL); }
   virtual Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const = 0;

@@ -74,8 +74,9 @@ Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
   std::filesystem::create_directories(r.dir, ec);
   if (ec) return Status::io_error(fmt::format("cannot create the replica directory {}: {}", r.dir, ec.message()));
   std::filesystem::remove(exit_path(r.dir), ec);
+  std::filesystem::remove(path_join(r.dir, "pid"), ec);
   process::LaunchOptions o;
-  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--"};
+  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid"), "--"};
   o.argv.insert(o.argv.end(), r.argv.begin(), r.argv.end());
   o.env = r.env;
   std::string devices;
@@ -138,6 +139,16 @@ ReplicaStatus LocalExecutor::status(const ReplicaHandle& replica) {
     s.detail = "the replica's process is gone and left no exit record (killed with its wrapper, or its node lost)";
   }
   return s;
+}
+
+std::optional<ReplicaHandle> LocalExecutor::find(const std::string& dir) {
+  auto text = read_file(path_join(dir, "pid"));
+  if (!text.ok()) return std::nullopt;
+  std::string id = *text;
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  const Id parsed = parse_id(id);
+  if (parsed.pid <= 0 || process_start_time(parsed.pid) != parsed.start) return std::nullopt;
+  return ReplicaHandle{id, dir};
 }
 
 Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {

@@ -2,6 +2,7 @@
 // machine, under a small wrapper (`koi cluster exec`, replica_wrapper.h) that runs the
 // real command in the same process group and writes how it ended to `<dir>/exit`:
 //   <dir>/log    stdout and stderr of the replica
+//   <dir>/pid    the wrapper's id, written by the wrapper before it starts the command
 //   <dir>/exit   "exit N" or "signal N", written atomically when the command ends
 // The wrapper is what lets a restarted control plane learn the exit status of a replica it
 // did not start (only a parent can wait for a child): the replica's id is
@@ -36,6 +37,7 @@ class LocalExecutor : public Executor {
   Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) override;
   bool adopt(const ReplicaHandle& replica) override;
   ReplicaStatus status(const ReplicaHandle& replica) override;
+  std::optional<ReplicaHandle> find(const std::string& dir) override;
   Status signal(const ReplicaHandle& replica, int sig) override;
   Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const override;
   void detach() override;

@@ -148,7 +148,11 @@ void Reconciler::begin_stop(JobObject& job, const std::string& cause, const std:
   st.killed = sig == SIGKILL;
   int signalled = 0;
   for (const ReplicaRecord& r : st.replicas) {
-    if (!r.exited && !r.lost) (void)executor_.signal(ReplicaHandle{r.id, r.dir}, sig), ++signalled;
+    if (r.exited || r.lost) continue;
+    (void)executor_.signal(ReplicaHandle{r.id, r.dir}, sig);
+    // A stopped (SIGSTOP) process acts on SIGTERM only once continued, as Slurm does it.
+    if (sig == SIGTERM) (void)executor_.signal(ReplicaHandle{r.id, r.dir}, SIGCONT);
+    ++signalled;
   }
   if (signalled == 0) return;  // nothing left to stop: the outcome is the next event
   event(events, job, cause == "Cancelled" || cause == "Preempted" ? "Normal" : "Warning", "Stopping",
@@ -325,8 +329,10 @@ Status Reconciler::recover(double now) {
     std::vector<Event> events;
     JobStatus& st = job.status;
     if (st.phase == JobPhase::kAdmitted) {
+      // Replicas the interrupted launch may have started are not on the record: ask the
+      // executor what runs in their directories and stop it.
       for (const ReplicaRecord& r : st.replicas) {
-        if (!r.id.empty()) (void)executor_.stop(ReplicaHandle{r.id, r.dir});
+        if (auto orphan = executor_.find(r.dir)) (void)executor_.stop(*orphan);
       }
       st.replicas.clear();
       st.infra_restarts++;

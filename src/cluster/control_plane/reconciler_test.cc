@@ -26,6 +26,10 @@ class FakeExecutor : public Executor {
     return out;
   }
   bool adopt(const ReplicaHandle& r) override { return states.count(r.id) && states[r.id].state == ReplicaState::kRunning; }
+  std::optional<ReplicaHandle> find(const std::string& dir) override {
+    auto it = orphans.find(dir);
+    return it == orphans.end() ? std::nullopt : std::optional<ReplicaHandle>(it->second);
+  }
   ReplicaStatus status(const ReplicaHandle& r) override {
     auto it = states.find(r.id);
     if (it == states.end()) return ReplicaStatus{ReplicaState::kLost, 0, 0, "unknown"};
@@ -53,6 +57,7 @@ class FakeExecutor : public Executor {
   std::vector<ReplicaLaunch> launched;
   std::map<std::string, ReplicaStatus> states;
   std::vector<std::string> signals;
+  std::map<std::string, ReplicaHandle> orphans;  // dir -> a replica no record names
   bool fail_launch = false;
   bool exit_on_signal = false;
 
@@ -198,13 +203,14 @@ TEST_F(ReconcilerTest, PreemptionStopsTheVictimGracefullyBeforeThePreemptorStart
   ASSERT_TRUE(r.reconcile_once(100).ok());
   submit("alpha", "high", "{command: [x], replicas: 2, resources: {gpu: 1}, priority: 10}", 2);
   ASSERT_TRUE(r.reconcile_once(101).ok());
-  EXPECT_EQ(exec_.signals, (std::vector<std::string>{"f0:15", "f1:15", "f2:15", "f3:15"}));
+  EXPECT_EQ(exec_.signals, (std::vector<std::string>{"f0:15", "f0:18", "f1:15", "f1:18", "f2:15", "f2:18", "f3:15",
+                                                      "f3:18"}));  // SIGTERM, SIGCONT
   EXPECT_EQ(get("beta", "low").status.terminating, "Preempted");
   EXPECT_EQ(get("alpha", "high").status.reason, "Preempting");
   EXPECT_EQ(exec_.launched.size(), 4u);  // not before the victim is gone
   ASSERT_TRUE(r.reconcile_once(131).ok());  // grace over: SIGKILL
-  EXPECT_EQ(exec_.signals.size(), 8u);
-  EXPECT_EQ(exec_.signals[4], "f0:9");
+  EXPECT_EQ(exec_.signals.size(), 12u);
+  EXPECT_EQ(exec_.signals[8], "f0:9");
   exec_.exit_all(0);
   ASSERT_TRUE(r.reconcile_once(132).ok());
   const JobObject low = get("beta", "low");
@@ -264,6 +270,26 @@ TEST_F(ReconcilerTest, RecoverAdoptsLiveReplicasAndJudgesDeadOnesByTheirExit) {
   EXPECT_EQ(get("alpha", "done").status.phase, JobPhase::kSucceeded);
   EXPECT_EQ(reasons("alpha", "alive").back(), "Adopted");
   EXPECT_EQ(exec_.launched.size(), 2u);
+}
+
+TEST_F(ReconcilerTest, RecoverStopsWhatAnInterruptedLaunchStartedAndRequeues) {
+  submit("alpha", "j", "{command: [x]}", 1);
+  JobObject j = get("alpha", "j");
+  j.status.phase = JobPhase::kAdmitted;  // the control plane died between Admitted and Running
+  j.status.attempts = 1;
+  j.status.replicas.push_back({"", dir_ + "/work/alpha/j/1/0", 0, {}, false, 0, 0, false});
+  ASSERT_TRUE(store_->update_job(&j, {}).ok());
+  exec_.orphans[dir_ + "/work/alpha/j/1/0"] = ReplicaHandle{"orphan", dir_ + "/work/alpha/j/1/0"};
+  Reconciler& r = reconciler();
+  ASSERT_TRUE(r.recover(100).ok());
+  EXPECT_EQ(exec_.signals, std::vector<std::string>{"orphan:9"});
+  j = get("alpha", "j");
+  EXPECT_EQ(j.status.phase, JobPhase::kRestarting);
+  EXPECT_EQ(j.status.reason, "ControlPlaneRestart");
+  EXPECT_EQ(j.status.restarts, 0);
+  ASSERT_TRUE(r.reconcile_once(100).ok());
+  EXPECT_EQ(get("alpha", "j").status.phase, JobPhase::kRunning);
+  EXPECT_EQ(get("alpha", "j").status.attempts, 2);
 }
 
 TEST_F(ReconcilerTest, LaunchFailureIsAnInfrastructureRetry) {

@@ -1,9 +1,12 @@
 #include "cluster/control_plane/replica_wrapper.h"
 
 #include <csignal>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "base/file.h"
+#include "cluster/control_plane/local_executor.h"
 #include "process/process.h"
 
 namespace koi::cluster {
@@ -13,7 +16,11 @@ void ignore_signal(int) {}
 
 }  // namespace
 
-int run_replica_wrapper(const std::string& exit_file, const std::vector<std::string>& argv) {
+int run_replica_wrapper(const std::string& exit_file, const std::string& pid_file, const std::vector<std::string>& argv) {
+  if (!pid_file.empty()) {
+    const std::string id = std::to_string(::getpid()) + ":" + std::to_string(process_start_time(::getpid())) + "\n";
+    if (Status s = write_file_atomic(pid_file, id); !s.ok()) std::fprintf(stderr, "koi cluster exec: %s\n", s.message().c_str());
+  }
   // A handler, not SIG_IGN: handlers are reset by exec, so the command gets the defaults.
   struct sigaction sa {};
   sa.sa_handler = ignore_signal;
