@@ -182,7 +182,23 @@ Reply ApiServer::route(const net::Request& req) {
   }
   if (get && parts.size() == 3 && parts[2] == "nodes") {
     json::array items;
-    for (const NodeSpec& n : executor_.inventory()) items.push_back(node_object_json(n));
+    const std::vector<NodeFree> free = reconciler_.node_free();
+    const std::vector<NodeSpec> nodes = executor_.inventory();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      json::value obj = node_object_json(nodes[i]);
+      if (i < free.size()) {
+        const NodeFree cap = reconciler_.cluster().capacity(static_cast<int>(i));
+        json::array gpus;
+        for (int g = 0; g < nodes[i].gpu_count; ++g) {
+          if (free[i].gpu[g] < cap.gpu[g]) gpus.push_back(g);
+        }
+        obj.as_object()["status"] = json::object{
+            {"allocated", json::object{{"cpu", static_cast<double>(cap.cpu_milli - free[i].cpu_milli) / 1000.0},
+                                       {"memoryMiB", cap.memory_mib - free[i].memory_mib},
+                                       {"gpus", std::move(gpus)}}}};
+      }
+      items.push_back(std::move(obj));
+    }
     return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "NodeList"}, {"items", std::move(items)}});
   }
   if (get && parts.size() == 3 && parts[2] == "jobs") {

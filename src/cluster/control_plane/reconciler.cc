@@ -521,6 +521,7 @@ Status Reconciler::reconcile_once(double now) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     usage_ = std::move(usage);
+    node_free_ = state.free;
   }
   registry_.observe("koi_cluster_reconcile_seconds", {},
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -530,6 +531,11 @@ Status Reconciler::reconcile_once(double now) {
 std::vector<QueueUsage> Reconciler::queue_usage() const {
   std::lock_guard<std::mutex> lock(mu_);
   return usage_;
+}
+
+std::vector<NodeFree> Reconciler::node_free() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return node_free_;
 }
 
 void Reconciler::start() {

@@ -81,6 +81,8 @@ class Reconciler {
   void wake();
 
   std::vector<QueueUsage> queue_usage() const;
+  // Free resources per node (Cluster::nodes order) after the last round.
+  std::vector<NodeFree> node_free() const;
   const Cluster& cluster() const { return cluster_; }
 
  private:
@@ -114,6 +116,7 @@ class Reconciler {
   bool stop_ = false;                // guarded by mu_
   bool woken_ = false;               // guarded by mu_
   std::vector<QueueUsage> usage_;    // guarded by mu_
+  std::vector<NodeFree> node_free_;  // guarded by mu_
   std::thread thread_;
 };
 
