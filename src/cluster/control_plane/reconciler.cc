@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "base/file.h"
@@ -357,6 +358,108 @@ Status Reconciler::recover(double now) {
   return ok_status();
 }
 
+std::set<std::string> Reconciler::waiting_preemptors(const std::vector<JobObject>& jobs) const {
+  std::set<std::string> out;
+  for (const JobObject& job : jobs) {
+    if (pending_like(job.status.phase) && job.status.reason == "Preempting") out.insert(job_key(job));
+  }
+  return out;
+}
+
+// One scheduling pass: the ClusterState of the jobs holding resources, plan() over the
+// eligible pending ones (only the `waiting` ones when only_waiting), its decisions applied,
+// and (in the full pass) the explanations written. Returns the state after the decisions.
+ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, const std::set<std::string>& waiting,
+                                  bool only_waiting) {
+
+  // Schedule: everything holding resources is running; everything eligible is pending.
+  ClusterState state = make_empty_state(cluster_);
+  std::vector<JobObject*> by_id;
+  std::vector<Job> pending;
+  for (JobObject& job : jobs) {
+    const JobStatus& st = job.status;
+    const int id = static_cast<int>(by_id.size());
+    if ((st.phase == JobPhase::kRunning || st.phase == JobPhase::kAdmitted) && !st.replicas.empty()) {
+      Job j = to_scheduler_job(job, id);
+      Decision d;
+      d.kind = DecisionKind::kAdmit;
+      d.job_id = id;
+      for (const ReplicaRecord& r : st.replicas) {
+        Placement p{.node = r.node};
+        for (int g : r.gpus) p.gpu_mask |= 1u << g;
+        p.units = j.request.gpus > 0 ? units_per_device(cluster_, r.node, j.request) : 0;
+        d.placements.push_back(p);
+      }
+      apply_decision(state, d, &j, st.start_time);
+      by_id.push_back(&job);
+    } else if (pending_like(st.phase) && job.metadata.deletion_timestamp.empty() &&
+               (st.phase != JobPhase::kRestarting || now >= st.next_attempt_time) &&
+               (!only_waiting || waiting.count(job_key(job)))) {
+      pending.push_back(to_scheduler_job(job, id));
+      by_id.push_back(&job);
+    }
+  }
+  const Plan p = plan(state, pending, now, options_.policy);
+  // Admissions listed after a preemption may use what the victims hold until they have
+  // stopped (plan() frees a victim's resources at once): those wait, named as "Preempting",
+  // for a later round. Admissions listed before the first preemption are safe.
+  std::map<int, std::vector<std::string>> waiting_for;  // waiting admission -> victims
+  std::vector<std::string> victims;
+  for (const Decision& d : p.decisions) {
+    JobObject& job = *by_id[d.job_id];
+    if (d.kind == DecisionKind::kPreempt) {
+      const std::string by = d.by_job != kNone ? job_key(*by_id[d.by_job]) : "a higher-priority job";
+      victims.push_back(job_key(job));
+      if (d.by_job != kNone) waiting_for[d.by_job].push_back(job_key(job));
+      if (!job.status.terminating.empty()) continue;
+      std::vector<Event> events;
+      job.status.preempted_by = by;
+      registry_.add("koi_cluster_preemptions_total", {{"queue", job.spec.queue}});
+      begin_stop(job, "Preempted", "preempted by " + by, now, events);
+      if (poll_replicas(job)) finish_stop(job, now, events);
+      if (Status s = commit(job, std::move(events)); !s.ok()) log::warn("preempt {}: {}", job_key(job), s.message());
+    } else if (d.kind == DecisionKind::kAdmit) {
+      if (!victims.empty()) {
+        auto& w = waiting_for[d.job_id];
+        if (w.empty()) w = victims;
+        continue;
+      }
+      if (Status s = launch(job, d.placements, now); !s.ok()) log::warn("launch {}: {}", job_key(job), s.message());
+      if (job.status.phase == JobPhase::kRunning) {
+        auto it = std::find_if(pending.begin(), pending.end(), [&](const Job& j) { return j.id == d.job_id; });
+        apply_decision(state, d, &*it, now);
+      }
+    } else {
+      continue;
+    }
+    if (d.kind == DecisionKind::kPreempt && job.status.phase == JobPhase::kPreempted) {
+      apply_decision(state, d, nullptr, now);
+    }
+  }
+  if (only_waiting) return state;
+  // Why the others wait, in plan()'s words.
+  std::map<int, std::pair<std::string, std::string>> why;
+  for (const Explanation& e : p.waiting) why[e.job_id] = {std::string(reason_name(e.reason)), e.message};
+  for (const auto& [id, victims] : waiting_for) {
+    std::string list;
+    for (const std::string& v : victims) list += (list.empty() ? "" : ", ") + v;
+    why[id] = {"Preempting", "waiting for preempted jobs to stop: " + list};
+  }
+  for (const auto& [id, reason_message] : why) {
+    JobObject& job = *by_id[id];
+    if (!pending_like(job.status.phase)) continue;
+    const auto& [reason, message] = reason_message;
+    if (job.status.reason == reason && job.status.message == message) continue;
+    std::vector<Event> events;
+    if (job.status.reason != reason) event(events, job, "Normal", "Waiting", reason + ": " + message, now);
+    job.status.reason = reason;
+    job.status.message = message;
+    if (Status s = commit(job, std::move(events)); !s.ok()) log::warn("explain {}: {}", job_key(job), s.message());
+  }
+
+  return state;
+}
+
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
   KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, store_.list_jobs("", true));
@@ -431,70 +534,21 @@ Status Reconciler::reconcile_once(double now) {
     }
   }
 
-  // Schedule: everything holding resources is running; everything eligible is pending.
-  ClusterState state = make_empty_state(cluster_);
-  std::vector<JobObject*> by_id;
-  std::vector<Job> pending;
-  for (JobObject& job : jobs) {
-    const JobStatus& st = job.status;
-    const int id = static_cast<int>(by_id.size());
-    if ((st.phase == JobPhase::kRunning || st.phase == JobPhase::kAdmitted) && !st.replicas.empty()) {
-      Job j = to_scheduler_job(job, id);
-      Decision d;
-      d.kind = DecisionKind::kAdmit;
-      d.job_id = id;
-      for (const ReplicaRecord& r : st.replicas) {
-        Placement p{.node = r.node};
-        for (int g : r.gpus) p.gpu_mask |= 1u << g;
-        p.units = j.request.gpus > 0 ? units_per_device(cluster_, r.node, j.request) : 0;
-        d.placements.push_back(p);
-      }
-      apply_decision(state, d, &j, st.start_time);
-      by_id.push_back(&job);
-    } else if (pending_like(st.phase) && job.metadata.deletion_timestamp.empty() &&
-               (st.phase != JobPhase::kRestarting || now >= st.next_attempt_time)) {
-      pending.push_back(to_scheduler_job(job, id));
-      by_id.push_back(&job);
+  // A preemptor waiting for its victims to stop gets what they free: while one waits, each
+  // round first runs a pass in which only the waiting preemptors may start; a round in which
+  // one of them starts ends there, and the others are planned from the next round on. In
+  // `koi sim` the preemption and the admission are one decision, so nothing can take the room
+  // between them, and the other jobs of that instant were planned with the preemptor placed.
+  const std::set<std::string> preemptors = waiting_preemptors(jobs);
+  std::optional<ClusterState> after_preemptors;
+  if (!preemptors.empty()) {
+    ClusterState s = schedule(jobs, now, preemptors, true);
+    for (const JobObject& job : jobs) {
+      if (preemptors.count(job_key(job)) && job.status.phase == JobPhase::kRunning) after_preemptors = std::move(s);
+      if (after_preemptors) break;
     }
   }
-  const Plan p = plan(state, pending, now, options_.policy);
-  std::map<int, std::vector<std::string>> waiting_for;  // preemptor -> victims still stopping
-  for (const Decision& d : p.decisions) {
-    JobObject& job = *by_id[d.job_id];
-    if (d.kind == DecisionKind::kPreempt) {
-      const std::string by = d.by_job != kNone ? job_key(*by_id[d.by_job]) : "a higher-priority job";
-      if (d.by_job != kNone) waiting_for[d.by_job].push_back(job_key(job));
-      if (!job.status.terminating.empty()) continue;
-      std::vector<Event> events;
-      job.status.preempted_by = by;
-      registry_.add("koi_cluster_preemptions_total", {{"queue", job.spec.queue}});
-      begin_stop(job, "Preempted", "preempted by " + by, now, events);
-      if (poll_replicas(job)) finish_stop(job, now, events);
-      if (Status s = commit(job, std::move(events)); !s.ok()) log::warn("preempt {}: {}", job_key(job), s.message());
-    } else if (d.kind == DecisionKind::kAdmit) {
-      if (waiting_for.count(d.job_id)) continue;  // its victims are still stopping
-      if (Status s = launch(job, d.placements, now); !s.ok()) log::warn("launch {}: {}", job_key(job), s.message());
-    }
-  }
-  // Why the others wait, in plan()'s words.
-  std::map<int, std::pair<std::string, std::string>> why;
-  for (const Explanation& e : p.waiting) why[e.job_id] = {std::string(reason_name(e.reason)), e.message};
-  for (const auto& [id, victims] : waiting_for) {
-    std::string list;
-    for (const std::string& v : victims) list += (list.empty() ? "" : ", ") + v;
-    why[id] = {"Preempting", "waiting for the jobs it preempts to stop: " + list};
-  }
-  for (const auto& [id, reason_message] : why) {
-    JobObject& job = *by_id[id];
-    if (!pending_like(job.status.phase)) continue;
-    const auto& [reason, message] = reason_message;
-    if (job.status.reason == reason && job.status.message == message) continue;
-    std::vector<Event> events;
-    if (job.status.reason != reason) event(events, job, "Normal", "Waiting", reason + ": " + message, now);
-    job.status.reason = reason;
-    job.status.message = message;
-    if (Status s = commit(job, std::move(events)); !s.ok()) log::warn("explain {}: {}", job_key(job), s.message());
-  }
+  const ClusterState state = after_preemptors ? std::move(*after_preemptors) : schedule(jobs, now, preemptors, false);
 
   // Usage against quota and the queue gauges.
   std::vector<QueueUsage> usage;

@@ -6,9 +6,10 @@
 //   3. stops what must stop: SIGTERM to every replica, SIGKILL after the grace period;
 //   4. applies the healing rules when a stopped job's replicas have all ended (below);
 //   5. builds a cluster::ClusterState from the jobs holding resources, runs cluster::plan()
-//      and applies its decisions: Preempt starts a graceful stop (the preemptor waits until
-//      its victims are gone), Admit records the placement (Admitted) and launches the gang
-//      through the executor (Running);
+//      and applies its decisions: Preempt starts a graceful stop; admissions listed after a
+//      preemption wait ("Preempting") until the victims are gone, then get a pass of their
+//      own at what they freed (docs/cluster.md); Admit records the placement (Admitted) and
+//      launches the gang through the executor (Running);
 //   6. writes plan()'s explanation into every waiting job's status (reason, message).
 // Healing rules (the budget is status.restarts against spec.restartPolicy.maxRestarts, kept
 // on the job record, so it survives a control-plane restart):
@@ -36,6 +37,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -103,6 +105,9 @@ class Reconciler {
   Status launch(JobObject& job, const std::vector<Placement>& placements, double now);
   std::string checkpoint_dir(const JobObject& job) const;
   Job to_scheduler_job(const JobObject& job, int id) const;
+  std::set<std::string> waiting_preemptors(const std::vector<JobObject>& jobs) const;
+  ClusterState schedule(std::vector<JobObject>& jobs, double now, const std::set<std::string>& waiting,
+                        bool only_waiting);
   void loop();
 
   StateStore& store_;
