@@ -119,6 +119,10 @@ def run(cp):
     check([q["metadata"]["name"] for q in cp.koi_json(B, "queue", "list")["items"]] == ["beta-q"], "beta's queues")
     check(cp.http("GET", "/apis/v1/jobs", B)[0] == 404, "beta lists every namespace")
     check(len(json.loads(cp.http("GET", "/apis/v1/jobs", ADMIN)[1])["items"]) == 5, "admin sees every job")
+    everything = cp.koi(ADMIN, "job", "list", "-A").stdout
+    check(everything.startswith("NAMESPACE") and "alpha " in everything and "beta " in everything, everything)
+    r = cp.koi(B, "job", "list", "-A", expect_ok=False)
+    check(r.returncode != 0 and "needs an admin token" in r.stderr, r.stderr)
     check(cp.http("GET", "/apis/v1/namespaces/alpha/jobs", "wrong-token")[0] == 401, "a wrong token")
     check(cp.http("GET", "/apis/v1/namespaces/alpha/jobs")[0] == 401, "no token")
     queue_table = cp.koi(ADMIN, "queue", "list").stdout

@@ -20,6 +20,7 @@ struct JobFlags {
   std::string file;
   std::string name;
   bool follow = false;
+  bool all_namespaces = false;
   int replica = 0;
   int attempt = 0;
 };
@@ -79,16 +80,26 @@ int run_list(const JobFlags& f) {
   std::optional<cluster::ApiClient> client;
   std::string ns;
   int code = 0;
-  if (!connect(f, &client, &ns, &code)) return code;
-  auto list = client->call("GET", jobs_path(ns));
+  Result<json::value> list = Status::internal("unset");
+  if (f.all_namespaces) {
+    auto c = cluster_client(f.cluster);
+    if (!c.ok()) return fail(c.status().message());
+    client.emplace(*c);
+    list = client->call("GET", "/apis/v1/jobs");
+  } else {
+    if (!connect(f, &client, &ns, &code)) return code;
+    list = client->call("GET", jobs_path(ns));
+  }
   if (!list.ok()) return fail(list.status().message());
   if (*print_structured(*list, f.cluster.output)) return 0;
   const double now = cluster::wall_seconds();
   std::vector<std::vector<std::string>> rows{{"NAME", "KIND", "PHASE", "QUEUE", "REPLICAS", "RESTARTS", "AGE", "MESSAGE"}};
+  if (f.all_namespaces) rows[0].insert(rows[0].begin(), "NAMESPACE");
   for (const json::value& j : list->at("items").as_array()) {
     rows.push_back({str(j, {"metadata", "name"}), str(j, {"spec", "kind"}), str(j, {"status", "phase"}),
                     str(j, {"spec", "queue"}), str(j, {"spec", "replicas"}), str(j, {"status", "restarts"}),
                     age_of(num(j, {"metadata", "creationTime"}), now), str(j, {"status", "message"})});
+    if (f.all_namespaces) rows.back().insert(rows.back().begin(), str(j, {"metadata", "namespace"}));
   }
   print_table(rows);
   return 0;
@@ -218,7 +229,11 @@ Runner setup_submit(CLI::App* app) {
   app->add_option("-f,--filename", f->file, "the Job manifest (YAML or JSON)")->required();
   return setup_named<run_submit>(app, f, false);
 }
-Runner setup_list(CLI::App* app) { return setup_named<run_list>(app, std::make_shared<JobFlags>(), false); }
+Runner setup_list(CLI::App* app) {
+  auto f = std::make_shared<JobFlags>();
+  app->add_flag("-A,--all-namespaces", f->all_namespaces, "every namespace (admin tokens)");
+  return setup_named<run_list>(app, f, false);
+}
 Runner setup_describe(CLI::App* app) { return setup_named<run_describe>(app, std::make_shared<JobFlags>(), true); }
 Runner setup_events(CLI::App* app) { return setup_named<run_events>(app, std::make_shared<JobFlags>(), true); }
 Runner setup_cancel(CLI::App* app) { return setup_named<run_cancel>(app, std::make_shared<JobFlags>(), true); }
