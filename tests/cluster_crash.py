@@ -1,4 +1,4 @@
-"""koi cluster: kill -9 of the control plane while jobs run. After a restart over the same
+"""koi cluster: kill -9 of the control plane while 10 jobs run. After a restart over the same
 store every job finishes exactly once (running replicas are adopted, not started again;
 those that ended while it was down are judged by their exit records), and no event
 recorded before the crash is lost or changed."""
@@ -29,7 +29,7 @@ def main():
 
 def run(cp):
     names = []
-    for i in range(8):
+    for i in range(10):
         # Short ones end while the control plane is down; long ones outlive the restart.
         seconds = 1 if i % 2 else 4
         gpu = 1 if i < 4 else 0
@@ -41,7 +41,7 @@ def run(cp):
     end = time.time() + 30
     while time.time() < end:
         jobs = cp.koi_json(A, "job", "list")["items"]
-        if sum(j["status"]["phase"] == "Running" for j in jobs) == 8:
+        if sum(j["status"]["phase"] == "Running" for j in jobs) == 10:
             break
         time.sleep(0.05)
     check(all(j["status"]["phase"] == "Running" for j in jobs), "not all jobs running before the crash")
