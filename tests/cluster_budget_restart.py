@@ -28,7 +28,7 @@ def main():
 
 def run(cp):
     spec = {"command": ["sh", "-c", "echo attempt $KOI_ATTEMPT failing; exit 3"],
-            "restartPolicy": {"maxRestarts": 3, "backoffSeconds": 0.5, "maxBackoffSeconds": 1}}
+            "restartPolicy": {"maxRestarts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2}}
     cp.koi(A, "job", "submit", "-f", write(cp.root, "fail.json", manifest("always-fails", spec)))
     # Wait until the first restart has been spent, then kill the control plane.
     end = time.time() + 30
@@ -56,8 +56,8 @@ def run(cp):
     check(events[:len(events_before)] == events_before, "events before the crash changed or were lost")
     restarts = [e["message"] for e in events if e["reason"] == "BackoffRestart"]
     check(len(restarts) == 3 and all("restart %d of 3" % (i + 1) in m for i, m in enumerate(restarts)), str(restarts))
-    # Backoff doubles and is capped: 0.5 s, then 1 s, 1 s.
-    check([m.split(" in ")[-1] for m in restarts] == ["0.5s", "1s", "1s"], str(restarts))
+    # Backoff doubles and is capped: 1 s, then 2 s, 2 s.
+    check([m.split(" in ")[-1] for m in restarts] == ["1s", "2s", "2s"], str(restarts))
     check(cp.koi(A, "job", "logs", "always-fails", "--attempt", "2").stdout == "attempt 2 failing\n", "attempt 2 log")
     metrics = cp.http("GET", "/metrics")[1]
     check('koi_cluster_jobs_finished_total{phase="Failed"} 1' in metrics, metrics)

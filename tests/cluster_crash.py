@@ -31,7 +31,7 @@ def run(cp):
     names = []
     for i in range(10):
         # Short ones end while the control plane is down; long ones outlive the restart.
-        seconds = 1 if i % 2 else 4
+        seconds = 2 if i % 2 else 5
         gpu = 1 if i < 4 else 0
         spec = {"command": ["sh", "-c", "echo run-$KOI_ATTEMPT >> runs.txt; sleep %d; echo done" % seconds],
                 "resources": {"gpu": gpu, "cpu": 1}}
@@ -47,7 +47,7 @@ def run(cp):
     check(all(j["status"]["phase"] == "Running" for j in jobs), "not all jobs running before the crash")
     before = {n: cp.koi_json(A, "job", "events", n)["items"] for n in names}
     cp.kill9()
-    time.sleep(1.5)  # the 1-second jobs end while nobody watches
+    time.sleep(2.5)  # the 2-second jobs end while nobody watches
     cp.start()
     for name in names:
         j = cp.wait_phase(A, name, ["Succeeded", "Failed"])

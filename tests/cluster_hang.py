@@ -30,7 +30,7 @@ def main():
 def run(cp):
     script = ('if [ "$KOI_ATTEMPT" -gt 1 ]; then echo second attempt; exit 0; fi; '
               'echo $$ > ticker.pid; while true; do echo tick; sleep 0.1; done')
-    spec = {"command": ["sh", "-c", script], "hangTimeoutSeconds": 1, "terminationGracePeriodSeconds": 1,
+    spec = {"command": ["sh", "-c", script], "hangTimeoutSeconds": 2, "terminationGracePeriodSeconds": 1,
             "restartPolicy": {"maxRestarts": 1, "backoffSeconds": 0}}
     cp.koi(A, "job", "submit", "-f", write(cp.root, "hang.json", manifest("ticker", spec)))
     cp.wait_phase(A, "ticker", ["Running"])
@@ -45,7 +45,7 @@ def run(cp):
     check(j["status"]["restarts"] == 1 and j["status"]["attempts"] == 2, str(j["status"]))
     events = cp.koi_json(A, "job", "events", "ticker")["items"]
     stopping = [e["message"] for e in events if e["reason"] == "Stopping"]
-    check(len(stopping) == 1 and "Hung: no progress (log or metrics.jsonl) for hangTimeoutSeconds 1" in stopping[0],
+    check(len(stopping) == 1 and "Hung: no progress (log or metrics.jsonl) for hangTimeoutSeconds 2" in stopping[0],
           str(stopping))
     check(any(e["reason"] == "BackoffRestart" and "restart 1 of 1" in e["message"] for e in events), str(events))
     check(cp.koi(A, "job", "logs", "ticker").stdout == "second attempt\n", "attempt 2 log")
