@@ -17,7 +17,7 @@ tenants:
   - {name: alpha, token: alpha-token}
 """
 A = "alpha-token"
-STEPS = 20000
+STEPS = 12000
 
 
 def main():
@@ -37,10 +37,10 @@ def run(cp):
     cp.koi(A, "job", "submit", "-f", write(cp.root, "train.json", manifest("tiny", spec)))
     j = cp.wait_phase(A, "tiny", ["Running"])
     end = time.time() + 40
-    while time.time() < end and last_step(ckpt) < 3000:
+    while time.time() < end and last_step(ckpt) < 2000:
         time.sleep(0.01)
     step = last_step(ckpt)
-    check(3000 <= step < STEPS, "the job is at step %d, not mid-run" % step)
+    check(2000 <= step < STEPS, "the job is at step %d, not mid-run" % step)
     wrapper = int(j["status"]["replicas"][0]["id"].split(":")[0])
     with open("/proc/%d/task/%d/children" % (wrapper, wrapper)) as f:
         trainer = int(f.read().split()[0])
