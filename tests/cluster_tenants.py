@@ -161,6 +161,31 @@ def run(cp):
     reasons = [e["reason"] for e in cp.koi_json(A, "job", "events", "a-trio")["items"]]
     check(reasons[0] == "Submitted" and "CancelRequested" in reasons and reasons[-1] == "Cancelled", str(reasons))
 
+    # Queues are the admins': a tenant may not change one; an admin raises alpha's quota to 3
+    # GPUs and a 3-GPU gang that waited for quota starts.
+    path = write(cp.root, "trio2.json", manifest("a-trio2", {"command": ["true"], "replicas": 3, "resources": {"gpu": 1}}))
+    cp.koi(A, "job", "submit", "-f", path)
+    end = time.time() + 20
+    while time.time() < end and cp.job(A, "a-trio2")["status"]["reason"] != "quota":
+        time.sleep(0.1)
+    check(cp.job(A, "a-trio2")["status"]["reason"] == "quota", "a-trio2 does not wait for quota")
+    queue = write(cp.root, "alpha-q.yaml", "apiVersion: koi/v1\nkind: Queue\nmetadata: {name: alpha-q}\n"
+                  "spec: {tenant: alpha, cohort: shared, quota: {gpu: {nominal: 3, borrowingLimit: 0}}}\n")
+    r = cp.koi(A, "queue", "apply", "-f", queue, expect_ok=False)
+    check(r.returncode != 0 and "forbidden: queues are managed by admins" in r.stderr, r.stderr)
+    bad = write(cp.root, "bad-q.yaml", "apiVersion: koi/v1\nkind: Queue\nmetadata: {name: alpha-q}\n"
+                "spec: {tenant: beta, quota: {gpu: {nominal: 3}}}\n")
+    r = cp.koi(ADMIN, "queue", "apply", "-f", bad, expect_ok=False)
+    check(r.returncode != 0 and "spec.tenant: queue alpha-q belongs to alpha" in r.stderr, r.stderr)
+    bad = write(cp.root, "bad-q2.yaml", "apiVersion: koi/v1\nkind: Queue\nmetadata: {name: alpha-q}\n"
+                "spec: {tenant: alpha, quota: {gpu: {nominal: 3, borrow: 1}}}\n")
+    r = cp.koi(ADMIN, "queue", "apply", "-f", bad, expect_ok=False)
+    check(r.returncode != 0 and "spec.quota.gpu.borrow: unknown field" in r.stderr, r.stderr)
+    check("queue/alpha-q configured" in cp.koi(ADMIN, "queue", "apply", "-f", queue).stdout, "queue apply")
+    cp.wait_phase(A, "a-trio2", ["Succeeded"])
+    check("3/3(+0)" in cp.koi(A, "queue", "list").stdout or "0/3(+0)" in cp.koi(A, "queue", "list").stdout,
+          cp.koi(A, "queue", "list").stdout)
+
     # Watch: every change after a resource version, as server-sent events; a tenant sees only its own.
     code, stream = cp.http("GET", "/apis/v1/watch?resourceVersion=0&timeoutSeconds=1", B)
     check(code == 200 and "event: ADDED" in stream and "b-pair" in stream and "a-pair" not in stream, stream[:400])

@@ -2,7 +2,11 @@
 // borrow from their cohort.
 #include <fmt/format.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <boost/json.hpp>
+
+#include "base/file.h"
 
 #include "cli/cluster_cli.h"
 #include "cli/command.h"
@@ -48,6 +52,25 @@ int run_queue_list(const ClusterFlags& f) {
   return 0;
 }
 
+int run_queue_apply(const ClusterFlags& f, const std::string& file) {
+  auto text = read_file(file);
+  if (!text.ok()) return fail(text.status().message());
+  std::string name;
+  try {
+    name = YAML::Load(*text)["metadata"]["name"].as<std::string>("");
+  } catch (const YAML::Exception& e) {
+    return fail(file + ": not valid YAML: " + e.what());
+  }
+  if (name.empty()) return fail(file + ": metadata.name is required");
+  auto client = cluster_client(f);
+  if (!client.ok()) return fail(client.status().message());
+  auto q = client->call("PUT", "/apis/v1/queues/" + name, *text);
+  if (!q.ok()) return fail(file + ": " + q.status().message());
+  if (*print_structured(*q, f.output)) return 0;
+  std::printf("queue/%s configured\n", name.c_str());
+  return 0;
+}
+
 Runner setup_queue(CLI::App* app) {
   app->require_subcommand(1);
   return {};
@@ -59,7 +82,16 @@ Runner setup_queue_list(CLI::App* app) {
   return [f] { return run_queue_list(*f); };
 }
 
+Runner setup_queue_apply(CLI::App* app) {
+  auto f = std::make_shared<ClusterFlags>();
+  auto file = std::make_shared<std::string>();
+  add_cluster_flags(app, f.get());
+  app->add_option("-f,--filename", *file, "a Queue object (YAML or JSON)")->required();
+  return [f, file] { return run_queue_apply(*f, *file); };
+}
+
 }  // namespace
 KOI_COMMAND(queue, "queues on the control plane", setup_queue);
+KOI_SUBCOMMAND(queue, apply, "change or add a queue (admin): quota, borrowing, priority, cohort", setup_queue_apply);
 KOI_SUBCOMMAND(queue, list, "queues with usage against quota (used/nominal(+borrowing limit)) and borrowing", setup_queue_list);
 }  // namespace koi::cli

@@ -76,7 +76,7 @@ int64_t int_param(const std::map<std::string, std::string>& q, const std::string
 Reply error(const Status& s) {
   const int code = http_status_of(s);
   const char* reason = code == 400 ? "Invalid" : code == 404 ? "NotFound" : code == 409 ? "Conflict"
-                     : code == 401 ? "Unauthorized" : "InternalError";
+                     : code == 401 ? "Unauthorized" : code == 403 ? "Forbidden" : "InternalError";
   return {code, status_json(code, reason, s.message())};
 }
 
@@ -107,7 +107,10 @@ int http_status_of(const Status& s) {
 ApiServer::ApiServer(StateStore& store, Reconciler& reconciler, Executor& executor, metrics::Registry& registry,
                      std::vector<TokenEntry> tokens, std::string work_dir)
     : store_(store), reconciler_(reconciler), executor_(executor), registry_(registry), work_dir_(std::move(work_dir)) {
-  for (TokenEntry& t : tokens) tokens_[t.sha256_hex] = t.principal;
+  for (TokenEntry& t : tokens) {
+    tokens_[t.sha256_hex] = t.principal;
+    if (!t.principal.admin) tenants_.push_back(t.principal.name);
+  }
   registry_.counter("koi_cluster_api_requests_total", "API requests by HTTP status", {"code"});
 }
 
@@ -161,12 +164,32 @@ Reply ApiServer::route(const net::Request& req) {
   if (get && parts.size() == 3 && parts[2] == "whoami") {
     return ok_json(json::object{{"name", who->name}, {"admin", who->admin}, {"namespace", who->admin ? "" : who->name}});
   }
+  if (method == http::verb::put && parts.size() == 4 && parts[2] == "queues") {
+    if (!who->admin) {
+      return {403, status_json(403, "Forbidden", "queues are managed by admins: ask one to change queue " + parts[3])};
+    }
+    auto q = parse_queue_manifest(req.body(), parts[3], tenants_);
+    if (!q.ok()) return error(q.status());
+    for (const QueueSpec& old : reconciler_.cluster()->queues) {
+      if (old.name == q->name && old.tenant != q->tenant) {
+        // Moving it would hand one tenant's jobs to another.
+        return error(Status::invalid_argument("spec.tenant: queue " + q->name + " belongs to " + old.tenant +
+                                              "; a queue cannot change tenants (make a new one)"));
+      }
+    }
+    Event e;
+    e.kind = "Queue", e.ns = q->tenant, e.name = q->name, e.time = wall_seconds(), e.reason = "QueueUpdated";
+    e.message = "queue " + q->name + " set by " + who->name;
+    if (Status s = store_.put_queue(*q, e); !s.ok()) return error(s);
+    reconciler_.set_queue(*q);
+    return ok_json(queue_object_json(*q));
+  }
   if (get && parts.size() == 3 && parts[2] == "queues") {
     json::array items;
     for (const QueueUsage& u : reconciler_.queue_usage()) {
       if (!who->admin && u.tenant != who->name) continue;
       const QueueSpec* spec = nullptr;
-      for (const QueueSpec& s : reconciler_.cluster().queues) {
+      for (const QueueSpec& s : reconciler_.cluster()->queues) {
         if (s.name == u.name) spec = &s;
       }
       if (!spec) continue;
@@ -187,7 +210,7 @@ Reply ApiServer::route(const net::Request& req) {
     for (size_t i = 0; i < nodes.size(); ++i) {
       json::value obj = node_object_json(nodes[i]);
       if (i < free.size()) {
-        const NodeFree cap = reconciler_.cluster().capacity(static_cast<int>(i));
+        const NodeFree cap = reconciler_.cluster()->capacity(static_cast<int>(i));
         json::array gpus;
         for (int g = 0; g < nodes[i].gpu_count; ++g) {
           if (free[i].gpu[g] < cap.gpu[g]) gpus.push_back(g);
@@ -233,7 +256,8 @@ Reply ApiServer::route(const net::Request& req) {
     if (method != http::verb::post) return error(Status::not_found("jobs: use GET or POST"));
     auto job = parse_job_manifest(req.body(), ns);
     if (!job.ok()) return error(job.status());
-    const Cluster& cluster = reconciler_.cluster();
+    const std::shared_ptr<const Cluster> snapshot = reconciler_.cluster();
+    const Cluster& cluster = *snapshot;
     std::string queues;
     for (const QueueSpec& s : cluster.queues) {
       if (s.tenant == ns) queues += (queues.empty() ? "" : ", ") + s.name;

@@ -11,6 +11,7 @@
 //   GET    /apis/v1/namespaces/{ns}/jobs/{name}/logs  ?replica=R&attempt=A&follow=1
 //   GET    /apis/v1/jobs                             every namespace (admin)
 //   GET    /apis/v1/queues, /apis/v1/nodes
+//   PUT    /apis/v1/queues/{name}                    change or add a queue (admin; 403 for tenants)
 //   GET    /apis/v1/watch?resourceVersion=N          server-sent events of every change after N
 //                                                    (&timeoutSeconds=S ends the stream)
 // Auth: "Authorization: Bearer TOKEN"; the token's SHA-256 names a tenant or an admin. A
@@ -57,6 +58,7 @@ class ApiServer {
   Executor& executor_;
   metrics::Registry& registry_;
   std::map<std::string, Principal> tokens_;  // sha256 hex -> principal
+  std::vector<std::string> tenants_;
   const std::string work_dir_;
 };
 

@@ -22,6 +22,7 @@ Status from_reply(const std::string& server, int status, const std::string& body
     if (const json::value* m = v.as_object().if_contains("message"); m && m->is_string()) message = std::string(m->as_string());
   }
   if (status == 401) return Status::invalid_argument("unauthorized: " + message);
+  if (status == 403) return Status::invalid_argument("forbidden: " + message);
   if (status == 404) return Status::not_found(message);
   if (status == 409) return Status::already_exists(message);
   if (status >= 400 && status < 500) return Status::invalid_argument(message);

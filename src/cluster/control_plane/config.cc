@@ -50,6 +50,32 @@ void parse_token(YamlReader& r, bool admin, ControlPlaneConfig* c) {
   if (!admin) c->tenants.push_back(t.principal.name);
 }
 
+// tenant, cohort, priority and quota of a queue, from a config entry or a manifest's spec.
+void parse_queue_fields(YamlReader& q, const std::vector<std::string>& tenants, QueueSpec* s) {
+  s->tenant = q.str("tenant");
+  bool known = false;
+  for (const std::string& t : tenants) known |= t == s->tenant;
+  if (!known) q.fail(q.field("tenant"), "'" + s->tenant + "' is not one of the tenants");
+  s->cohort = q.str("cohort");
+  s->priority = static_cast<int>(q.int64("priority", -1000000, 1000000).value_or(0));
+  YamlReader quota = q.child("quota");
+  for (const std::string& resource : quota.keys()) {
+    YamlReader f = quota.child(resource.c_str());
+    if (resource != "cpu" && resource != "memory" && resource != "gpu" && !resource.starts_with("gpu/")) {
+      quota.fail(quota.field(resource.c_str()), "unknown resource; use cpu, memory, gpu or gpu/<TYPE>");
+      continue;
+    }
+    const double scale = resource == "memory" ? 1.0 : 1000.0;  // GPUs and CPUs in milli
+    auto amount = [&](const char* key) -> int64_t {
+      auto v = f.number(key, 0, 1e12);
+      return v ? static_cast<int64_t>(std::llround(*v * scale)) : -1;
+    };
+    Quota qt{.nominal = amount("nominal"), .borrowing_limit = amount("borrowingLimit"), .lending_limit = amount("lendingLimit")};
+    if (!f.has("nominal")) f.fail(f.field("nominal"), "is required");
+    s->quota[resource] = qt;
+  }
+}
+
 }  // namespace
 
 Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, const std::string& origin) {
@@ -90,28 +116,7 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
     s.name = q.str("name");
     if (!valid_name(s.name)) q.fail(q.field("name"), "is required: 1-63 of a-z, 0-9, '-'");
     if (!queue_names.insert(s.name).second) q.fail(q.field("name"), "'" + s.name + "' is declared twice");
-    s.tenant = q.str("tenant");
-    bool known = false;
-    for (const std::string& t : c.tenants) known |= t == s.tenant;
-    if (!known) q.fail(q.field("tenant"), "'" + s.tenant + "' is not one of the tenants");
-    s.cohort = q.str("cohort");
-    s.priority = static_cast<int>(q.int64("priority", -1000000, 1000000).value_or(0));
-    YamlReader quota = q.child("quota");
-    for (const std::string& resource : quota.keys()) {
-      YamlReader f = quota.child(resource.c_str());
-      if (resource != "cpu" && resource != "memory" && resource != "gpu" && !resource.starts_with("gpu/")) {
-        quota.fail(quota.field(resource.c_str()), "unknown resource; use cpu, memory, gpu or gpu/<TYPE>");
-        continue;
-      }
-      const double scale = resource == "memory" ? 1.0 : 1000.0;  // GPUs and CPUs in milli
-      auto amount = [&](const char* key) -> int64_t {
-        auto v = f.number(key, 0, 1e12);
-        return v ? static_cast<int64_t>(std::llround(*v * scale)) : -1;
-      };
-      Quota qt{.nominal = amount("nominal"), .borrowing_limit = amount("borrowingLimit"), .lending_limit = amount("lendingLimit")};
-      if (!f.has("nominal")) f.fail(f.field("nominal"), "is required");
-      s.quota[resource] = qt;
-    }
+    parse_queue_fields(q, c.tenants, &s);
     c.queues.push_back(std::move(s));
   }
   KOI_RETURN_IF_ERROR(top.finish().with_prefix(origin));
@@ -123,6 +128,30 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
 Result<ControlPlaneConfig> load_control_plane_config(const std::string& path) {
   KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
   return parse_control_plane_config(text, path);
+}
+
+}  // namespace koi::cluster
+
+namespace koi::cluster {
+
+Result<QueueSpec> parse_queue_manifest(const std::string& text, const std::string& name,
+                                       const std::vector<std::string>& tenants) {
+  KOI_ASSIGN_OR_RETURN(YAML::Node doc, parse_yaml(text, "queue manifest"));
+  if (!doc || !doc.IsMap()) return Status::invalid_argument("queue manifest: must be a map with apiVersion, kind, metadata, spec");
+  YamlReader top(doc, "");
+  if (top.str("apiVersion") != kApiVersion) top.fail("apiVersion", "must be koi/v1");
+  if (top.str("kind") != "Queue") top.fail("kind", "must be Queue");
+  YamlReader meta = top.child("metadata");
+  QueueSpec q;
+  q.name = meta.str("name", name);
+  if (q.name != name) meta.fail(meta.field("name"), "'" + q.name + "' does not match the URL's queue '" + name + "'");
+  (void)meta.str("namespace");  // informational: the queue's tenant is spec.tenant
+  (void)meta.str("resourceVersion");
+  if (!top.has("spec")) top.fail("spec", "is required");
+  YamlReader spec = top.child("spec");
+  parse_queue_fields(spec, tenants, &q);
+  KOI_RETURN_IF_ERROR(top.finish());
+  return q;
 }
 
 }  // namespace koi::cluster

@@ -16,6 +16,9 @@
 //   admins:
 //     - {name: ops, token: secret-admin}
 //
+// The config is the declared state, applied at every start (as `kubectl apply` of a
+// manifest): an admin may change or add a queue at run time (PUT /apis/v1/queues/NAME); the
+// change is stored and in force until the next start applies the config again.
 // Tokens are kept only as SHA-256 hashes (in memory and in the store). Unknown keys and bad
 // values are errors naming their path ("queues[1].quota.gpu.nominal: must be >= 0").
 #pragma once
@@ -50,6 +53,11 @@ struct ControlPlaneConfig {
 
 Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, const std::string& origin);
 Result<ControlPlaneConfig> load_control_plane_config(const std::string& path);
+
+// A Queue object (PUT /apis/v1/queues/NAME): apiVersion koi/v1, kind Queue, metadata.name,
+// spec {tenant, cohort, priority, quota} as in the config; errors name the field.
+Result<QueueSpec> parse_queue_manifest(const std::string& text, const std::string& name,
+                                       const std::vector<std::string>& tenants);
 
 // Lower-case hex SHA-256 of a token (OpenSSL).
 std::string sha256_hex(std::string_view text);

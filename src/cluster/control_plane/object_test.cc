@@ -168,5 +168,29 @@ TEST(ControlPlaneConfig, ErrorsNameThePath) {
   }
 }
 
+TEST(QueueManifest, ParsesAndNamesBadFields) {
+  const std::vector<std::string> tenants = {"alpha"};
+  auto q = parse_queue_manifest("apiVersion: koi/v1\nkind: Queue\nmetadata: {name: qa}\n"
+                                "spec: {tenant: alpha, cohort: c, priority: 2, quota: {gpu: {nominal: 3}}}\n",
+                                "qa", tenants);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->quota.at("gpu").nominal, 3000);
+  EXPECT_EQ(q->priority, 2);
+  const std::vector<Bad> cases = {
+      {"apiVersion: koi/v1\nkind: Queue\nmetadata: {name: qb}\nspec: {tenant: alpha}\n",
+       "metadata.name: 'qb' does not match the URL's queue 'qa'"},
+      {"apiVersion: koi/v1\nkind: Queue\nmetadata: {name: qa}\nspec: {tenant: zeta}\n",
+       "spec.tenant: 'zeta' is not one of the tenants"},
+      {"apiVersion: koi/v1\nkind: Queue\nmetadata: {name: qa}\nspec: {tenant: alpha, quota: {tpu: {nominal: 1}}}\n",
+       "spec.quota.tpu: unknown resource; use cpu, memory, gpu or gpu/<TYPE>"},
+      {"apiVersion: koi/v1\nkind: Job\nmetadata: {name: qa}\nspec: {tenant: alpha}\n", "kind: must be Queue"},
+  };
+  for (const Bad& c : cases) {
+    auto r = parse_queue_manifest(c.text, "qa", tenants);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().message(), c.error);
+  }
+}
+
 }  // namespace
 }  // namespace koi::cluster

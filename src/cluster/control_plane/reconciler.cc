@@ -39,6 +39,7 @@ std::string job_key(const JobObject& job) { return job.metadata.ns + "/" + job.m
 Reconciler::Reconciler(StateStore& store, Executor& executor, Cluster cluster, metrics::Registry& registry,
                        ReconcilerOptions options)
     : store_(store), executor_(executor), cluster_(std::move(cluster)), registry_(registry), options_(std::move(options)) {
+  published_ = std::make_shared<const Cluster>(cluster_);
   registry_.gauge("koi_cluster_queue_pending_jobs", "Jobs waiting in each queue (Pending, Preempted, Restarting)", {"queue"});
   registry_.gauge("koi_cluster_queue_running_jobs", "Jobs holding resources in each queue (Admitted, Running)", {"queue"});
   registry_.counter("koi_cluster_admissions_total", "Jobs admitted by plan() and launched, by queue", {"queue"});
@@ -460,8 +461,33 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
   return state;
 }
 
+std::shared_ptr<const Cluster> Reconciler::cluster() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return published_;
+}
+
+void Reconciler::set_queue(const QueueSpec& queue) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<QueueSpec> queues = published_->queues;
+    auto it = std::find_if(queues.begin(), queues.end(), [&](const QueueSpec& q) { return q.name == queue.name; });
+    if (it == queues.end()) {
+      queues.push_back(queue);
+    } else {
+      *it = queue;
+    }
+    published_ = std::make_shared<const Cluster>(make_cluster(published_->nodes, std::move(queues)));
+    cluster_changed_ = true;
+  }
+  wake();
+}
+
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;
+  }
   KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, store_.list_jobs("", true));
 
   // Watch running work; stop what must stop; heal what stopped.

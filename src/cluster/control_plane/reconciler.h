@@ -36,6 +36,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -83,9 +84,14 @@ class Reconciler {
   void wake();
 
   std::vector<QueueUsage> queue_usage() const;
+  // Replaces or adds a queue (by name); in force from the next round, visible through
+  // cluster() at once. Thread-safe.
+  void set_queue(const QueueSpec& queue);
   // Free resources per node (Cluster::nodes order) after the last round.
   std::vector<NodeFree> node_free() const;
-  const Cluster& cluster() const { return cluster_; }
+  // The cluster as last published (thread-safe; the reconciler's own copy changes only
+  // between rounds, on its thread).
+  std::shared_ptr<const Cluster> cluster() const;
 
  private:
   struct Work;  // one round's view of one job
@@ -112,7 +118,7 @@ class Reconciler {
 
   StateStore& store_;
   Executor& executor_;
-  const Cluster cluster_;
+  Cluster cluster_;  // the reconciler thread's; replaced by a pending update at a round's start
   metrics::Registry& registry_;
   const ReconcilerOptions options_;
 
@@ -122,6 +128,8 @@ class Reconciler {
   bool woken_ = false;               // guarded by mu_
   std::vector<QueueUsage> usage_;    // guarded by mu_
   std::vector<NodeFree> node_free_;  // guarded by mu_
+  std::shared_ptr<const Cluster> published_;  // guarded by mu_
+  bool cluster_changed_ = false;              // guarded by mu_: published_ is newer than cluster_
   std::thread thread_;
 };
 

@@ -297,6 +297,21 @@ TEST_F(ReconcilerTest, RecoverStopsWhatAnInterruptedLaunchStartedAndRequeues) {
   EXPECT_EQ(get("alpha", "j").status.attempts, 2);
 }
 
+TEST_F(ReconcilerTest, AQueueChangedAtRunTimeAppliesFromTheNextRound) {
+  cluster_.queues[0].quota["gpu"] = Quota{1000, 0, -1};
+  cluster_ = make_cluster(cluster_.nodes, cluster_.queues);
+  Reconciler& r = reconciler();
+  submit("alpha", "pair", "{command: [x], replicas: 2, resources: {gpu: 1}}", 1);
+  ASSERT_TRUE(r.reconcile_once(100).ok());
+  EXPECT_EQ(get("alpha", "pair").status.reason, "quota");
+  QueueSpec bigger = r.cluster()->queues[0];
+  bigger.quota["gpu"].nominal = 2000;
+  r.set_queue(bigger);
+  EXPECT_EQ(r.cluster()->queues[0].quota.at("gpu").nominal, 2000);
+  ASSERT_TRUE(r.reconcile_once(101).ok());
+  EXPECT_EQ(get("alpha", "pair").status.phase, JobPhase::kRunning);
+}
+
 TEST_F(ReconcilerTest, LaunchFailureIsAnInfrastructureRetry) {
   Reconciler& r = reconciler();
   exec_.fail_launch = true;

@@ -224,6 +224,25 @@ Status StateStore::sync_config(const ControlPlaneConfig& config) {
   });
 }
 
+Status StateStore::put_queue(const QueueSpec& queue, const Event& event) {
+  return db_->transaction([&]() -> Status {
+    KOI_RETURN_IF_ERROR(db_->exec("delete queue", "DELETE FROM cluster_objects WHERE kind = 'Queue' AND name = ?", {queue.name}));
+    KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
+    json::value body = queue_object_json(queue);
+    body.as_object()["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
+    const std::string text = json::serialize(body);
+    KOI_RETURN_IF_ERROR(db_->exec("insert queue",
+                                  "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
+                                  "VALUES ('Queue', ?, ?, ?, ?, '', ?)",
+                                  {queue.tenant, queue.name, new_uid(), rv, text}));
+    KOI_RETURN_IF_ERROR(db_->exec("insert change",
+                                  "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
+                                  "VALUES (?, 'MODIFIED', 'Queue', ?, ?, ?)",
+                                  {rv, queue.tenant, queue.name, text}));
+    return record_events({event});
+  });
+}
+
 Result<std::vector<TokenEntry>> StateStore::tokens() {
   KOI_ASSIGN_OR_RETURN(auto rows, db_->query("list tokens", "SELECT sha256, principal, admin FROM cluster_tokens"));
   std::vector<TokenEntry> out;

@@ -66,6 +66,8 @@ class StateStore {
   Result<std::vector<Change>> changes(int64_t after, const std::string& ns, int limit);
   Result<int64_t> current_version();
 
+  // Writes a Queue object (replacing one of that name) with its event.
+  Status put_queue(const QueueSpec& queue, const Event& event);
   // Replaces the token table with the config's; the declared Queue and Node objects likewise.
   Status sync_config(const ControlPlaneConfig& config);
   Result<std::vector<TokenEntry>> tokens();
