@@ -114,7 +114,7 @@ struct JobStatus {
   double start_time = 0;         // this attempt's
   double finish_time = 0;
   std::vector<ReplicaRecord> replicas;
-  std::string terminating;  // "" or why it is being stopped: Preempted, Cancelled, DeadlineExceeded, ReplicaFailed, Hung
+  std::string terminating;  // "" or why it is being stopped: Preempted, Cancelled, DeadlineExceeded, ReplicaFailed, Hung, Lost
   std::string terminating_message;
   double kill_time = 0;     // SIGKILL after this
   bool killed = false;
