@@ -1,8 +1,9 @@
 # Koi's entry points. Every target installs its own Debian packages first.
 #   make run        the main job (see README.md)
 #   make test       the default test tier: unit + integration (what CI runs)
-#   make test-all   every tier, including slow suites and bounded fuzzing
+#   make test-all   every tier, including slow suites, bounded fuzzing and the ASan tier
 #   make check-asan unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check-tsan unit tests under ThreadSanitizer
 #   make bench      builds the benchmarks (see bench/README.md for how to run each)
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -34,6 +35,7 @@ test: test-deps build
 test-all: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@scripts/run-fuzzers
+	$(MAKE) check-asan
 
 check-asan: test-deps
 	cmake -S . -B build-asan -G Ninja -DKOI_ASAN=ON -DKOI_UBSAN=ON -DKOI_SHARED_DIR=$(SHARED)

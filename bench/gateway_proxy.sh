@@ -2,9 +2,9 @@
 # The gateway's own cost: added latency (p50, p99) and requests/s proxying a fast backend,
 # side by side with nginx (Debian's) proxying the same backend, both given 2 worker threads.
 # The backend is a third nginx answering a fixed OpenAI-shaped completion with `return 200`.
-# Both proxies open a new upstream connection per request (nginx's default HTTP/1.0 proxy;
-# the gateway has no upstream pool yet); the gateway also authenticates, admits, routes and
-# commits a usage record to its SQLite ledger before answering.
+# nginx opens a new upstream connection per request (its default HTTP/1.0 proxy); the gateway
+# reuses pooled keep-alive connections and also authenticates, admits, routes and commits a
+# usage record to its SQLite ledger before answering.
 #   bench/gateway_proxy.sh BUILD_DIR [SECONDS] [CONNECTIONS]     (needs: scripts/install-deps --bench)
 set -euo pipefail
 build=${1:?usage: gateway_proxy.sh BUILD_DIR [SECONDS] [CONNECTIONS]}

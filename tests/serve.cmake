@@ -17,3 +17,14 @@ add_test(NAME serve_sigterm_cancels_at_deadline
          --shutdown-timeout 0.3)
 set_tests_properties(serve_sigterm_finishes_streams serve_sigterm_cancels_at_deadline
   PROPERTIES LABELS integration TIMEOUT 120)
+# net::Server limits, on both `koi serve` and `koi gateway` (Python, tests/gateway_harness.py):
+# a flood of ~20,000 idle connections cannot lock out /health, 431, HTTP/1.0 streams, bad ports.
+add_test(NAME connection_flood COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/connection_flood.py)
+set_tests_properties(connection_flood PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
+  LABELS slow TIMEOUT 120 RUN_SERIAL TRUE)  # 20,000 sockets and a 100 ms bar: alone, in `make test-all`
+# Greedy output over the API is byte-identical with --speculative ngram and draft, and /metrics
+# counts the drafts (starts its own three servers).
+add_test(NAME serve_speculative_greedy_is_identical
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_speculative.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+set_tests_properties(serve_speculative_greedy_is_identical PROPERTIES LABELS integration TIMEOUT 120)

@@ -61,4 +61,7 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 grep -q 'finished_reason="abort"} 64$' "$WORK/metrics.txt" || fail "disconnect did not abort the request"
+# `koi bench serve` as README.md shows it, without --model: it sends the server's only model.
+"$KOI" --log-level warn bench serve --url "$URL" --max-concurrency 32 --num-prompts 8 --input-len 8 --output-len 4 \
+  >"$WORK/bench.txt" 2>&1 || { cat "$WORK/bench.txt"; fail "koi bench serve without --model"; }
 echo "curl checks passed"

@@ -19,8 +19,11 @@ grep -q '<polyline' "$tmp/a.svg" || fail "no allocation curve in the SVG"
 cmp -s "$tmp/a.json" "$tmp/b.json" || fail "two runs differ"
 # Fill mode on multigpu50 (no time columns).
 "$koi" sim --nodes "$nodes" --trace "$dir/alibaba2023_openb_pod_list_multigpu50.csv" --mode fill --policy best-fit \
-  --fill-limit 0.5 > "$tmp/fill"
+  --fill-limit 0.5 --json "$tmp/fill.json" > "$tmp/fill"
 grep -q "placed" "$tmp/fill" || fail "fill mode printed no result"
+# Fill mode places jobs and never runs them: it prints no completion times or fairness.
+if grep -qiE "JCT|fairness" "$tmp/fill" "$tmp/fill.json"; then fail "fill mode reports JCT or fairness: $(cat "$tmp/fill")"; fi
+grep -q "GPUs at end" "$tmp/fill" || fail "fill mode queue lines: $(cat "$tmp/fill")"
 
 expect_error() {  # expect_error "message" args...
   local want=$1; shift

@@ -18,6 +18,11 @@ TEXT
 diff "$work/expected.txt" "$work/out.txt"
 diff "$m/reference_greedy_200.txt" "$work/out.txt"
 grep -q "generation: 199 tokens\|generation: 200 tokens" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
+# The same through speculative decoding: prompt lookup, and the model as its own draft.
+"$koi" generate --model "$work/s.gguf" -n 200 --temperature 0 --speculative ngram 2>/dev/null |
+  diff "$m/reference_greedy_200.txt" -
+"$koi" generate --model "$work/s.gguf" -n 200 --temperature 0 --speculative draft --draft-model "$work/s.gguf" \
+  2>/dev/null | diff "$m/reference_greedy_200.txt" -
 # The same at the quantized types must still run and produce text (not checked for equality:
 # stories260K is too small for its greedy path to survive 8-bit weights unchanged).
 for t in f16 q8_0; do

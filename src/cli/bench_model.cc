@@ -1,7 +1,9 @@
 // koi bench model: the llama-bench pair for one model file — prompt processing (pp: a prompt
 // of --prompt tokens in one forward pass) and text generation (tg: --gen tokens one at a
 // time from an empty cache), in tokens per second over --repetitions runs, plus peak memory
-// against the file size and the KV cache.
+// against the file size and the KV cache. Both run as one request through the Engine, built
+// as every command builds it (engine/engine_builder.h): pp is a request of --prompt tokens
+// and one output token, tg a request of one token and --gen outputs (greedy; no text).
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -9,24 +11,21 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <numeric>
 
 #include "base/random.h"
-#include "base/thread_pool.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "engine/engine_builder.h"
 #include "kernels/isa.h"
-#include "model/llama.h"
-#include "model/loader.h"
 
 namespace koi::cli {
 namespace {
 
 struct ModelBenchOptions {
-  std::string model;
+  engine::EngineOptions engine;
   int prompt = 512;
   int gen = 128;
   int repetitions = 3;
-  int threads = 0;
   std::string json;
 };
 
@@ -47,68 +46,73 @@ int64_t file_bytes(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
 }
 
-int run_model_bench(const ModelBenchOptions& o) {
+// Runs one request to completion; returns its seconds from add_request to the last token.
+Result<double> run_request(engine::Engine& core, engine::RequestSpec request) {
+  const auto t0 = std::chrono::steady_clock::now();
+  KOI_RETURN_IF_ERROR(core.add_request(std::move(request)));
+  while (core.has_unfinished()) KOI_RETURN_IF_ERROR(core.step().status());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_model_bench(ModelBenchOptions o) {
   if (o.prompt < 1 || o.gen < 1 || o.repetitions < 1) return fail("--prompt, --gen and --repetitions must be positive");
-  auto loaded = model::load_weights(o.model);
-  if (!loaded.ok()) return fail(loaded.status().message());
-  model::LlamaModel m(loaded->config, std::move(loaded->weights));
-  const model::ModelConfig& c = m.config();
-  const int ctx = std::max(o.prompt, o.gen);
-  if (ctx > c.max_seq_len) return fail("--prompt/--gen exceed the model's context of " + std::to_string(c.max_seq_len));
-  constexpr int kBlockSize = 16;
-  const int num_blocks = (ctx + kBlockSize - 1) / kBlockSize;
-  model::KvCache kv(m.kv_shape(num_blocks, kBlockSize));
-  std::vector<int32_t> table(static_cast<size_t>(num_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  ThreadPool pool(o.threads);
-  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+  engine::EngineOptions& eo = o.engine;
+  eo.max_num_seqs = 1;
+  eo.max_num_batched_tokens = o.prompt;  // the whole prompt in one forward pass
+  // A request keeps one position for the token it samples after its last one.
+  eo.max_model_len = std::max(o.prompt, o.gen) + 1;
+  eo.enable_prefix_caching = false;      // every repetition computes its prompt
+  eo.detokenize = false;
+  auto host = engine::load_engine_models(eo);
+  if (!host.ok()) return fail(host.status().message());
+  const model::ModelConfig& c = (*host)->model.model->config();
+  if (eo.max_model_len > c.max_seq_len) {
+    return fail("--prompt and --gen must be below the model's context of " + std::to_string(c.max_seq_len) +
+                " tokens (the engine keeps one position for the sampled token)");
+  }
+  if (Status s = engine::start_engine(**host, eo); !s.ok()) return fail(s.message());
+  engine::Engine& core = *(*host)->engine;
   Rng rng(1);
   auto token = [&] { return static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.n_vocab))); };
-  auto seconds = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto request = [&](int num_prompt, int num_output) {
+    engine::RequestSpec r;
+    r.id = "bench";
+    for (int i = 0; i < num_prompt; ++i) r.prompt.push_back(token());
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = num_output;
+    r.params.ignore_eos = true;
+    return r;
+  };
 
-  model::ForwardBatch batch;
-  batch.sequences.push_back({table});
   std::vector<double> pp, tg;
   for (int rep = 0; rep < o.repetitions + 1; ++rep) {  // the first repetition warms up and is dropped
-    batch.token_ids.clear();
-    batch.positions.clear();
-    batch.seq_index.clear();
-    for (int i = 0; i < o.prompt; ++i) {
-      batch.token_ids.push_back(token());
-      batch.positions.push_back(i);
-      batch.seq_index.push_back(0);
+    auto pp_secs = run_request(core, request(o.prompt, 1));
+    if (!pp_secs.ok()) return fail(pp_secs.status().message());
+    auto tg_secs = run_request(core, request(1, o.gen));
+    if (!tg_secs.ok()) return fail(tg_secs.status().message());
+    if (rep > 0) {
+      pp.push_back(o.prompt / *pp_secs);
+      tg.push_back(o.gen / *tg_secs);
     }
-    batch.logit_indices = {o.prompt - 1};
-    auto t0 = std::chrono::steady_clock::now();
-    if (Status s = m.forward(batch, kv, logits.data(), &pool); !s.ok()) return fail(s.message());
-    if (rep > 0) pp.push_back(o.prompt / seconds(t0));
-
-    t0 = std::chrono::steady_clock::now();
-    batch.logit_indices = {0};
-    batch.seq_index = {0};
-    for (int i = 0; i < o.gen; ++i) {
-      batch.token_ids = {token()};
-      batch.positions = {i};
-      if (Status s = m.forward(batch, kv, logits.data(), &pool); !s.ok()) return fail(s.message());
-    }
-    if (rep > 0) tg.push_back(o.gen / seconds(t0));
   }
   Figure fpp = summarize(pp), ftg = summarize(tg);
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const double rss_mb = ru.ru_maxrss / 1024.0;
-  const double file_mb = static_cast<double>(file_bytes(o.model)) / (1 << 20);
-  const double kv_mb = static_cast<double>(kv.shape().bytes_per_block()) * num_blocks / (1 << 20);
+  const double file_mb = static_cast<double>(file_bytes(eo.model)) / (1 << 20);
+  const model::KvCacheShape& kv = (*host)->runner->kv_cache().shape();
+  const double kv_mb = static_cast<double>(kv.bytes_per_block()) * kv.num_blocks / (1 << 20);
+  const int threads = (*host)->runner->num_threads();
   const std::string isa(kernels::isa_name(kernels::active_isa()));
-  std::printf("model %s: %.2fB parameters, %d threads, kernels %s\n", o.model.c_str(), c.num_parameters() / 1e9,
-              pool.num_threads(), isa.c_str());
+  std::printf("model %s: %.2fB parameters, %d threads, kernels %s\n", eo.model.c_str(), c.num_parameters() / 1e9,
+              threads, isa.c_str());
   std::printf("pp%d: %8.2f ± %.2f tokens/s\n", o.prompt, fpp.mean, fpp.stddev);
   std::printf("tg%d: %8.2f ± %.2f tokens/s\n", o.gen, ftg.mean, ftg.stddev);
   std::printf("peak RSS %.0f MiB; file %.0f MiB + KV cache %.0f MiB = %.0f MiB\n", rss_mb, file_mb, kv_mb,
               file_mb + kv_mb);
   if (!o.json.empty()) {
     std::ofstream out(o.json);
-    out << "{\"model\":\"" << o.model << "\",\"threads\":" << pool.num_threads() << ",\"pp\":" << o.prompt
+    out << "{\"model\":\"" << eo.model << "\",\"threads\":" << threads << ",\"pp\":" << o.prompt
         << ",\"pp_tokens_per_s\":" << fpp.mean << ",\"pp_stddev\":" << fpp.stddev << ",\"tg\":" << o.gen
         << ",\"tg_tokens_per_s\":" << ftg.mean << ",\"tg_stddev\":" << ftg.stddev << ",\"peak_rss_mib\":" << rss_mb
         << ",\"file_mib\":" << file_mb << ",\"kv_mib\":" << kv_mb << "}\n";
@@ -119,11 +123,10 @@ int run_model_bench(const ModelBenchOptions& o) {
 
 Runner setup_model_bench(CLI::App* app) {
   auto o = std::make_shared<ModelBenchOptions>();
-  app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
+  add_engine_flags(app, &o->engine, kModelFlags, "-t,--threads");
   app->add_option("-p,--prompt", o->prompt, "prompt tokens for pp")->capture_default_str();
   app->add_option("-n,--gen", o->gen, "generated tokens for tg")->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "measured runs (after one warm-up)")->capture_default_str();
-  app->add_option("-t,--threads", o->threads, "worker threads (default: physical cores)");
   app->add_option("--json", o->json, "also write the results as JSON to this file");
   return [o] { return run_model_bench(*o); };
 }

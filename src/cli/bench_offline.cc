@@ -11,29 +11,26 @@
 
 #include "base/random.h"
 #include "cli/command.h"
-#include "engine/engine.h"
-#include "engine/kv_memory.h"
-#include "engine/llama_runner.h"
-#include "engine/loaded_model.h"
+#include "cli/engine_flags.h"
+#include "engine/engine_builder.h"
 
 namespace koi::cli {
 namespace {
 
 struct OfflineOptions {
-  std::string model;
+  OfflineOptions() {
+    engine.kv_cache_memory = "2GiB";
+    engine.max_num_batched_tokens = 512;
+    engine.detokenize = false;  // token ids are all a throughput run needs
+  }
+  engine::EngineOptions engine;  // max_num_seqs comes from each --concurrency level
   std::vector<int> concurrency = {1, 8, 32};
   int requests_per_slot = 2;
   int input_len = 128;
   int output_len = 64;
   std::string trace;
   uint64_t seed = 1;
-  int threads = 0;
-  std::string kv_memory = "2GiB";
-  int max_batched_tokens = 512;
   std::string json;
-  std::string speculative;  // "", "ngram" or "draft"
-  int num_speculative_tokens = 4;
-  std::string draft_model;
 };
 
 struct Shape {
@@ -70,10 +67,12 @@ double percentile(std::vector<double> v, double p) {
   return v[static_cast<size_t>(std::min<double>(v.size() - 1, p / 100.0 * (v.size() - 1) + 0.5))];
 }
 
-int run_offline(const OfflineOptions& o) {
-  auto loaded = engine::load_model(o.model);
-  if (!loaded.ok()) return fail(loaded.status().message());
-  const model::ModelConfig& cfg = loaded->model->config();
+int run_offline(OfflineOptions o) {
+  engine::EngineOptions& eo = o.engine;
+  eo.seed = o.seed;
+  auto host = engine::load_engine_models(eo);
+  if (!host.ok()) return fail(host.status().message());
+  const model::ModelConfig& cfg = (*host)->model.model->config();
   std::vector<Shape> trace;
   if (!o.trace.empty()) {
     auto t = read_trace(o.trace, cfg.max_seq_len);
@@ -83,57 +82,32 @@ int run_offline(const OfflineOptions& o) {
   if (o.input_len + o.output_len > cfg.max_seq_len) {
     return fail("--input-len + --output-len exceed the model's context of " + std::to_string(cfg.max_seq_len));
   }
-  auto kv_bytes = engine::parse_kv_cache_memory(o.kv_memory, engine::total_ram_bytes());
-  if (!kv_bytes.ok()) return fail(kv_bytes.status().message());
-  const int block_size = 16;
-  auto blocks = engine::kv_blocks_for_memory(*kv_bytes, loaded->model->kv_shape(1, block_size).bytes_per_block());
-  if (!blocks.ok()) return fail(blocks.status().message());
-
-  engine::SpeculativeConfig spec;
-  std::optional<engine::LoadedModel> draft;
-  if (!o.speculative.empty()) {
-    auto method = engine::parse_speculative_method(o.speculative);
-    if (!method.ok()) return fail(method.status().message());
-    spec.method = *method;
-    spec.num_speculative_tokens = o.num_speculative_tokens;
-    if (spec.method == engine::SpeculativeMethod::kDraftModel) {
-      if (o.draft_model.empty()) return fail("--speculative draft needs --draft-model PATH");
-      auto d = engine::load_model(o.draft_model);
-      if (!d.ok()) return fail(d.status().message());
-      draft = std::move(*d);
-    }
+  for (int conc : o.concurrency) {
+    if (conc < 1) return fail("--concurrency levels must be at least 1, got " + std::to_string(conc));
   }
-  std::printf("model %s: %d layers, dim %d, %.2fB parameters; KV cache %d blocks (%lld tokens)\n", o.model.c_str(),
-              cfg.n_layers, cfg.dim, cfg.num_parameters() / 1e9, *blocks,
-              static_cast<long long>(*blocks) * block_size);
-  std::printf("%6s %6s %10s %12s %12s %10s %10s %10s %10s\n", "conc", "reqs", "req/s", "out tok/s", "total tok/s",
-              "ttft p50", "ttft p99", "e2e p50", "e2e p99");
+  bool printed_header = false;
   std::string json = "[";
   Rng rng(o.seed);
   for (int conc : o.concurrency) {
     const int n = std::max(4, conc * o.requests_per_slot);
-    engine::LlamaRunner runner(*loaded->model, *blocks, block_size, o.threads);
-    std::optional<engine::LlamaRunner> draft_runner;
-    if (draft) {
-      draft_runner.emplace(*draft->model, *blocks, block_size, o.threads);
-      spec.draft_runner = &*draft_runner;
-      spec.draft_num_kv_blocks = *blocks;
+    eo.max_num_seqs = conc;
+    if (Status s = engine::start_engine(**host, eo); !s.ok()) return fail(s.message());
+    engine::Engine& eng = *(*host)->engine;
+    if (!printed_header) {
+      const int blocks = eng.kv_cache().pool().num_blocks();
+      std::printf("model %s: %d layers, dim %d, %.2fB parameters; KV cache %d blocks (%lld tokens)\n",
+                  eo.model.c_str(), cfg.n_layers, cfg.dim, cfg.num_parameters() / 1e9, blocks,
+                  static_cast<long long>(blocks) * eo.block_size);
+      std::printf("%6s %6s %10s %12s %12s %10s %10s %10s %10s\n", "conc", "reqs", "req/s", "out tok/s",
+                  "total tok/s", "ttft p50", "ttft p99", "e2e p50", "e2e p99");
+      printed_header = true;
     }
-    if (Status s = engine::validate(spec, runner); !s.ok()) return fail(s.message());
-    engine::EngineConfig ec;
-    ec.block_size = block_size;
-    ec.num_kv_blocks = *blocks;
-    ec.max_num_seqs = conc;
-    ec.max_num_batched_tokens = o.max_batched_tokens;
-    ec.seed = o.seed;
-    ec.speculative = spec;
-    engine::Engine eng(ec, runner);
     int64_t in_tokens = 0, out_tokens = 0;
     for (int r = 0; r < n; ++r) {
       Shape shape = trace.empty() ? Shape{o.input_len, o.output_len} : trace[rng.below(trace.size())];
       engine::RequestSpec spec;
       spec.id = std::to_string(r);
-      spec.prompt.push_back(loaded->tokenizer.bos_id().value_or(1));
+      spec.prompt.push_back((*host)->model.tokenizer.bos_id().value_or(1));
       for (int i = 1; i < shape.input; ++i) spec.prompt.push_back(3 + static_cast<int32_t>(rng.below(cfg.n_vocab - 3)));
       spec.params.temperature = 0.0f;
       spec.params.max_tokens = shape.output;
@@ -161,8 +135,8 @@ int run_offline(const OfflineOptions& o) {
     std::printf("%6d %6d %10.2f %12.1f %12.1f %10.3f %10.3f %10.3f %10.3f\n", conc, n, n / secs, out_tokens / secs,
                 (in_tokens + out_tokens) / secs, percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50),
                 percentile(e2e, 99));
-    if (spec.num_speculative_tokens > 0) {
-      std::printf("       speculative %s: %lld drafts, %lld accepted (acceptance %.3f)\n", o.speculative.c_str(),
+    if (!eo.speculative.empty()) {
+      std::printf("       speculative %s: %lld drafts, %lld accepted (acceptance %.3f)\n", eo.speculative.c_str(),
                   static_cast<long long>(eng.stats().num_draft_tokens),
                   static_cast<long long>(eng.stats().num_accepted_tokens), eng.stats().spec_acceptance_rate);
     }
@@ -188,7 +162,7 @@ int run_offline(const OfflineOptions& o) {
 
 Runner setup_offline(CLI::App* app) {
   auto o = std::make_shared<OfflineOptions>();
-  app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
+  add_engine_flags(app, &o->engine, kModelFlags | kMemoryFlags | kPrefixCacheFlags | kSpeculativeFlags);
   app->add_option("--concurrency", o->concurrency, "concurrency levels (max running sequences)")
       ->delimiter(',')->capture_default_str();
   app->add_option("--requests-per-slot", o->requests_per_slot, "requests per level = max(4, this x concurrency)")
@@ -196,15 +170,8 @@ Runner setup_offline(CLI::App* app) {
   app->add_option("--input-len", o->input_len, "prompt tokens of synthetic requests")->capture_default_str();
   app->add_option("--output-len", o->output_len, "output tokens of synthetic requests")->capture_default_str();
   app->add_option("--trace", o->trace, "take request shapes from an Azure LLM trace CSV instead");
-  app->add_option("--seed", o->seed, "seed for prompts and trace sampling")->capture_default_str();
-  app->add_option("--threads", o->threads, "worker threads (default: physical cores)");
-  app->add_option("--kv-cache-memory", o->kv_memory, "KV cache size: bytes with unit (2GiB) or a fraction of RAM (0.3)")
-      ->capture_default_str();
-  app->add_option("--max-batched-tokens", o->max_batched_tokens, "token budget per engine step")->capture_default_str();
+  app->add_option("--seed", o->seed, "seed for prompts, trace sampling and the engine")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
-  app->add_option("--speculative", o->speculative, "speculative decoding: ngram (prompt lookup) or draft");
-  app->add_option("--num-speculative-tokens", o->num_speculative_tokens, "draft tokens per step")->capture_default_str();
-  app->add_option("--draft-model", o->draft_model, "the draft model for --speculative draft (same vocabulary)");
   return [o] { return run_offline(*o); };
 }
 

@@ -45,7 +45,7 @@ Runner setup_bench_serve(CLI::App* app) {
   serve::WorkloadConfig& w = o->workload;
   app->add_option("--url", l.url, "server to load, http://HOST:PORT");
   app->add_option("--in-process", o->in_process, "instead of --url: run the engine on this model file in process");
-  app->add_option("--model", l.model, "the model name to send")->capture_default_str();
+  app->add_option("--model", l.model, "the model name to send (default: the server's only model, from /v1/models)");
   app->add_option("--api-key", l.api_key, "sent as 'Authorization: Bearer KEY'");
   app->add_option("--request-rate", l.request_rate, "requests per second, Poisson arrivals; 0 sends all at once")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace koi::cli {
@@ -32,6 +33,10 @@ struct CommandRegistrar {
 
 // Prints "error: <message>" (and an optional hint) to stderr; returns the exit code 1.
 int fail(const std::string& message);
+
+// A TCP port flag's value must be 0-65535 (0 picks a free one): "" when it is, else the
+// one-line error naming the flag ("--port must be 0-65535 (0 picks a free one); got 70000").
+std::string port_error(std::string_view flag, long long port);
 
 }  // namespace koi::cli
 

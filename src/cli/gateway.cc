@@ -64,6 +64,12 @@ Runner setup_gateway(CLI::App* app) {
   app->add_option("--threads", o->threads, "worker threads (default: all cores)");
   return [o] {
     if (o->config.empty()) return fail("koi gateway needs --config FILE; see docs/gateway.md for an example");
+    if (o->port) {
+      if (std::string e = port_error("--port", *o->port); !e.empty()) return fail(e);
+    }
+    if (o->admin_port) {
+      if (std::string e = port_error("--admin-port", *o->admin_port); !e.empty()) return fail(e);
+    }
     return run_gateway(*o);
   };
 }

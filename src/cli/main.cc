@@ -18,6 +18,11 @@ int fail(const std::string& message) {
   return 1;
 }
 
+std::string port_error(std::string_view flag, long long port) {
+  if (port >= 0 && port <= 65535) return "";
+  return std::string(flag) + " must be 0-65535 (0 picks a free one); got " + std::to_string(port);
+}
+
 }  // namespace koi::cli
 
 int main(int argc, char** argv) {

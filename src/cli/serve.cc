@@ -11,8 +11,8 @@
 #include "base/file.h"
 #include "base/logging.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "serve/chat_prompt.h"
-#include "serve/engine_host.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
@@ -21,20 +21,31 @@ namespace koi::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model;
   std::string served_model_name;
   std::string chat_template;
   serve::ServerConfig server;
-  serve::EngineOptions engine;
+  engine::EngineOptions engine;
   int max_waiting = 1024;
-  bool no_prefix_caching = false;
+  std::string kv_cache_gb;  // the old spelling of --kv-cache-memory: an error that says so
 };
 
+// The served name of a model path: its last component ("models/llama/" -> "llama").
+std::string model_name_of(const std::string& path) {
+  std::filesystem::path p(path);
+  while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
 int run_serve(ServeOptions o) {
-  auto host = serve::make_engine_host(o.model, o.engine);
+  if (!o.kv_cache_gb.empty()) {
+    return fail("--kv-cache-gb is gone; use --kv-cache-memory " + o.kv_cache_gb +
+                "GiB (bytes with a unit, or a fraction of RAM such as 0.3)");
+  }
+  if (o.max_waiting < 1) return fail("--max-waiting must be at least 1, got " + std::to_string(o.max_waiting));
+  auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;
-  const tokenizer::Tokenizer& tok = (*host)->loaded.tokenizer;
+  const tokenizer::Tokenizer& tok = (*host)->model.tokenizer;
   std::string template_source;
   if (!o.chat_template.empty()) {
     auto text = read_file(o.chat_template);
@@ -45,12 +56,13 @@ int run_serve(ServeOptions o) {
   if (!chat.ok()) return fail(chat.status().message() + "; pass a working template with --chat-template FILE");
 
   serve::ModelInfo info;
-  info.name = o.served_model_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_model_name;
+  info.name = o.served_model_name.empty() ? model_name_of(o.engine.model) : o.served_model_name;
+  if (info.name.empty()) return fail("cannot name the model after '" + o.engine.model + "'; pass --served-model-name");
   info.tokenizer = &tok;
   info.chat = &*chat;
   info.max_model_len = core.max_model_len();
   serve::ServeMetrics metrics(info.name);
-  serve::EngineService service(core, tok, metrics, o.max_waiting);
+  serve::EngineService service(core, metrics, o.max_waiting);
   {
     serve::Server server(o.server, info, service, metrics);
     auto port = server.listen();
@@ -72,7 +84,7 @@ int run_serve(ServeOptions o) {
 Runner setup_serve(CLI::App* app) {
   auto o = std::make_shared<ServeOptions>();
   serve::ServerConfig& s = o->server;
-  app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
+  add_engine_flags(app, &o->engine, kAllEngineFlags);
   app->add_option("--host", s.host, "address to listen on")->capture_default_str();
   app->add_option("--port", s.port, "port to listen on; 0 picks a free one")->capture_default_str();
   app->add_option("--served-model-name", o->served_model_name, "the model id clients send (default: the file name)");
@@ -88,15 +100,10 @@ Runner setup_serve(CLI::App* app) {
   app->add_option("--shutdown-timeout", s.shutdown_timeout_s, "seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();
-  app->add_option("--max-num-seqs", o->engine.max_num_seqs, "requests running at once")->capture_default_str();
-  app->add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens, "tokens computed per engine step")
-      ->capture_default_str();
-  app->add_option("--kv-cache-gb", o->engine.kv_cache_gb, "KV-cache memory (default: room for every running sequence at full length)");
-  app->add_option("--threads", o->engine.threads, "forward-pass threads (default: the physical cores)");
   app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
-  app->add_flag("--no-prefix-caching", o->no_prefix_caching, "do not share KV blocks between prompts");
+  app->add_option("--kv-cache-gb", o->kv_cache_gb)->group("");  // hidden: tells users the new spelling
   return [o] {
-    o->engine.prefix_caching = !o->no_prefix_caching;
+    if (std::string e = port_error("--port", o->server.port); !e.empty()) return fail(e);
     return run_serve(*o);
   };
 }

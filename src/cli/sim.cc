@@ -105,8 +105,13 @@ int run_sim(const SimFlags& f) {
                 100 * r->allocation_at_end);
   }
   for (const QueueResult& q : r->queues) {
-    std::printf("queue %-10s share %5.1f%%  finished %6d  avg JCT %9.0f s  finish-time fairness avg %.2f max %.2f\n",
-                q.name.c_str(), 100 * q.share, q.finished, q.avg_jct, q.avg_ftf, q.max_ftf);
+    if (o.mode == SimMode::kReplay) {
+      std::printf("queue %-10s share %5.1f%%  finished %6d  avg JCT %9.0f s  finish-time fairness avg %.2f max %.2f\n",
+                  q.name.c_str(), 100 * q.share, q.finished, q.avg_jct, q.avg_ftf, q.max_ftf);
+    } else {  // fill mode places jobs and never runs them: no completion times to report
+      std::printf("queue %-10s share %5.1f%%  placed %6d  GPUs at end %.1f\n", q.name.c_str(), 100 * q.share, q.finished,
+                  q.gpu_seconds);
+    }
   }
   if (!f.json.empty()) {
     Status s = write_file_atomic(f.json, sim_json(*r));

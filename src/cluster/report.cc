@@ -49,11 +49,16 @@ std::string sim_json(const SimResult& r) {
   out += "  \"queues\": [";
   for (size_t i = 0; i < r.queues.size(); ++i) {
     const QueueResult& q = r.queues[i];
-    out += fmt::format(
-        "{}\n    {{\"name\": {}, \"finished\": {}, \"gpu_seconds\": {}, \"share\": {}, \"avg_jct_s\": {}, "
-        "\"avg_finish_time_fairness\": {}, \"max_finish_time_fairness\": {}}}",
-        i ? "," : "", json_string(q.name), q.finished, num(q.gpu_seconds), num(q.share), num(q.avg_jct), num(q.avg_ftf),
-        num(q.max_ftf));
+    if (r.mode == "replay") {
+      out += fmt::format(
+          "{}\n    {{\"name\": {}, \"finished\": {}, \"gpu_seconds\": {}, \"share\": {}, \"avg_jct_s\": {}, "
+          "\"avg_finish_time_fairness\": {}, \"max_finish_time_fairness\": {}}}",
+          i ? "," : "", json_string(q.name), q.finished, num(q.gpu_seconds), num(q.share), num(q.avg_jct), num(q.avg_ftf),
+          num(q.max_ftf));
+    } else {  // fill mode never runs a job: no completion times or fairness
+      out += fmt::format("{}\n    {{\"name\": {}, \"placed\": {}, \"gpus_at_end\": {}, \"share\": {}}}", i ? "," : "",
+                         json_string(q.name), q.finished, num(q.gpu_seconds), num(q.share));
+    }
   }
   out += "\n  ],\n  \"allocation_curve\": [";
   for (size_t i = 0; i < r.curve.size(); ++i) {

@@ -3,7 +3,6 @@
 #define XXH_STATIC_LINKING_ONLY  // for XXH3_state_t on the stack
 #include <xxhash.h>
 
-
 namespace koi::engine {
 
 BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids, uint64_t extra_key) {
@@ -15,5 +14,7 @@ BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids
   const XXH128_hash_t h = XXH3_128bits_digest(&state);
   return BlockHash{h.low64, h.high64};
 }
+
+uint64_t cache_key_for_salt(std::string_view salt) { return XXH3_64bits(salt.data(), salt.size()); }
 
 }  // namespace koi::engine

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 namespace koi::engine {
 
@@ -23,5 +24,9 @@ struct BlockHashHasher {
 // The hash of a block whose parent (the previous block of the sequence) has hash `parent`;
 // the first block of a sequence uses the default BlockHash{} as its parent.
 BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids, uint64_t extra_key);
+
+// The cache key (RequestSpec::cache_key) of a client's cache salt (vLLM's `cache_salt`):
+// XXH3-64 of its bytes. Requests share prefix-cache blocks only with the same salt.
+uint64_t cache_key_for_salt(std::string_view salt);
 
 }  // namespace koi::engine

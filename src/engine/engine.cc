@@ -16,6 +16,7 @@ SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner& runne
   s.max_num_batched_tokens = c.max_num_batched_tokens;
   s.max_num_seqs = c.max_num_seqs;
   s.max_model_len = std::min(runner.max_context(), c.num_kv_blocks * c.block_size);
+  if (c.max_model_len > 0) s.max_model_len = std::min(s.max_model_len, c.max_model_len);
   s.eos_token_ids = c.eos_token_ids;
   return s;
 }
@@ -54,8 +55,19 @@ Status Engine::add_request(RequestSpec spec) {
     }
   }
   const uint64_t seed = spec.params.seed ? *spec.params.seed : rng_.next_u64();
-  return scheduler_.add(std::make_unique<Request>(std::move(spec.id), std::move(spec.prompt), std::move(spec.params),
-                                                  spec.priority, next_arrival_++, spec.cache_key, seed));
+  auto request = std::make_unique<Request>(std::move(spec.id), std::move(spec.prompt), std::move(spec.params),
+                                           spec.priority, next_arrival_++, spec.cache_key, seed);
+  if (config_.tokenizer) {
+    request->decoder.emplace(config_.tokenizer, /*skip_special=*/true);
+    // The first output token renders after the prompt's end (SentencePiece spaces); the last
+    // few prompt tokens also bring the start of a character the output may complete.
+    constexpr size_t kMaxCharTokens = 4;
+    const std::span<const int32_t> prompt = request->prompt();
+    for (int32_t token : prompt.subspan(prompt.size() - std::min(prompt.size(), kMaxCharTokens))) {
+      request->decoder->push(token);
+    }
+  }
+  return scheduler_.add(std::move(request));
 }
 
 Status Engine::abort(const std::string& request_id) {
@@ -111,7 +123,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
   }
   std::vector<RequestOutput> outputs = scheduler_.take_aborted();
-  for (RequestOutput& out : scheduler_.update(plan, new_tokens, detokenizer_)) {
+  for (RequestOutput& out : scheduler_.update(plan, new_tokens)) {
     counters_.num_generated_tokens += static_cast<int64_t>(out.token_ids.size());
     outputs.push_back(std::move(out));
   }

@@ -1,6 +1,8 @@
 // Engine: the step loop of one inference engine — Scheduler, KvCacheManager, sampling and
 // speculative decoding around a ModelRunner. No networking and no JSON: callers hand in
-// token ids and SamplingParams and get token ids (and text, with a detokenizer) back.
+// token ids and SamplingParams and get token ids back, and with a tokenizer their text:
+// the engine owns each request's incremental detokenizer (tokenizer::StreamDecoder) and its
+// stop strings (StopChecker), so every RequestOutput carries the new text.
 //
 // Each step(): the scheduler picks tokens to compute under the token budget, one
 // ForwardBatch goes through the model over the paged KV cache, each request that reached
@@ -29,6 +31,7 @@
 #include "engine/scheduler.h"
 #include "engine/spec_decode.h"
 #include "model/forward_batch.h"
+#include "tokenizer/tokenizer.h"
 
 namespace koi::engine {
 
@@ -37,10 +40,14 @@ struct EngineConfig {
   int num_kv_blocks = 0;              // size of the runner's KvCache, in blocks
   int max_num_batched_tokens = 2048;  // tokens computed per step
   int max_num_seqs = 256;             // running requests at most
+  int max_model_len = 0;              // tokens per sequence at most; 0: the runner's context
   bool enable_prefix_caching = true;
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;                  // seeds requests that carry no seed of their own
   SpeculativeConfig speculative;
+  // Not owned; must outlive the engine. Set: outputs carry text (special tokens skipped),
+  // stop strings apply. Null: token ids only, stop strings are ignored.
+  const tokenizer::Tokenizer* tokenizer = nullptr;
 };
 
 struct RequestSpec {
@@ -84,8 +91,6 @@ class Engine {
   Result<std::vector<RequestOutput>> step();
   // Finishes a request at once and frees its blocks; its final output comes from step().
   Status abort(const std::string& request_id);
-  // Sets the text hook: with one, stop strings are applied and outputs carry text.
-  void set_detokenizer(Detokenizer detokenizer) { detokenizer_ = std::move(detokenizer); }
 
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   EngineStats stats() const;
@@ -108,7 +113,6 @@ class Engine {
   std::unique_ptr<DraftModelProposer> draft_;  // set for SpeculativeMethod::kDraftModel
   Rng rng_;
   int64_t next_arrival_ = 0;
-  Detokenizer detokenizer_;
   model::ForwardBatch batch_;
   std::vector<int32_t> first_logit_row_;  // per scheduled request; -1 when it does not sample
   std::vector<float> logits_;

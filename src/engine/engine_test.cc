@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -303,6 +304,36 @@ TEST(EngineTest, AbortMidGenerationFreesAllBlocks) {
   EXPECT_EQ(engine.abort("a").code(), StatusCode::kNotFound);
 }
 
+// With the batch full (one running request at most), waiting requests run in priority
+// order, lower values first, whatever their arrival order; equal priorities by arrival.
+TEST(EngineTest, LowerPriorityValueRunsFirstWhenTheBatchIsFull) {
+  FakeRunner runner(kVocab, 512, 64, 4, Dependence::kWholePrefix);
+  EngineConfig config = small_config(64, 4, 64);
+  config.max_num_seqs = 1;
+  Engine engine(config, runner);
+  ASSERT_TRUE(engine.add_request({"running", prompt_of(3, 1, kVocab), greedy(3)}).ok());
+  ASSERT_TRUE(engine.step().ok());  // "running" takes the only slot
+  int salt = 2;
+  for (auto [id, priority] : {std::pair{"background", 5}, {"default", 0}, {"urgent", -3}, {"default-later", 0}}) {
+    RequestSpec spec{id, prompt_of(3, salt++, kVocab), greedy(3)};
+    spec.priority = priority;
+    ASSERT_TRUE(engine.add_request(std::move(spec)).ok());
+  }
+  EXPECT_EQ(engine.stats().num_running, 1);
+  EXPECT_EQ(engine.stats().num_waiting, 4);
+  std::vector<std::string> first_output;  // request ids in the order of their first token
+  for (int guard = 0; engine.has_unfinished() && guard < 100; ++guard) {
+    auto outputs = engine.step();
+    ASSERT_TRUE(outputs.ok());
+    for (const RequestOutput& o : *outputs) {
+      if (std::find(first_output.begin(), first_output.end(), o.request_id) == first_output.end()) {
+        first_output.push_back(o.request_id);
+      }
+    }
+  }
+  EXPECT_EQ(first_output, (std::vector<std::string>{"running", "urgent", "default", "default-later", "background"}));
+}
+
 TEST(EngineTest, RejectsBadRequestsWithClearMessages) {
   FakeRunner runner(kVocab, 64, 8, 4, Dependence::kWholePrefix);
   Engine engine(small_config(8, 4, 64), runner);
@@ -347,10 +378,22 @@ TEST(EngineTest, StatsCountTokensAndThroughput) {
   EXPECT_EQ(s.num_waiting, 0);
 }
 
+// A tokenizer whose token i reads as the letter 'a' + i % 26.
+tokenizer::Tokenizer letter_tokenizer(int n_vocab) {
+  tokenizer::TokenizerSpec spec;
+  for (int i = 0; i < n_vocab; ++i) spec.tokens.push_back(std::string(1, static_cast<char>('a' + i % 26)));
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  auto tok = tokenizer::Tokenizer::create(spec);
+  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
+  return *tok;
+}
+
 TEST(EngineTest, DetokenizerStopStringEndsRequest) {
   FakeRunner runner(kVocab, 512, 32, 4, Dependence::kWholePrefix);
-  Engine engine(small_config(32, 4, 64), runner);
-  engine.set_detokenizer([](const std::string&, int32_t token) { return std::string(1, static_cast<char>('a' + token % 26)); });
+  const tokenizer::Tokenizer tok = letter_tokenizer(kVocab);
+  EngineConfig config = small_config(32, 4, 64);
+  config.tokenizer = &tok;
+  Engine engine(config, runner);
   const Ids prompt = prompt_of(5, 3, kVocab);
   const Ids expected = reference_greedy(prompt, 20, Dependence::kWholePrefix, kVocab);
   // Stop at the two letters of expected tokens 5 and 6: the text is the first 5 letters.
@@ -372,6 +415,38 @@ TEST(EngineTest, DetokenizerStopStringEndsRequest) {
   for (int i = 0; i < 7; ++i) want += static_cast<char>('a' + expected[i] % 26);
   EXPECT_EQ(reason, FinishReason::kStop);
   EXPECT_EQ(text, want.substr(0, want.find(stop)));
+}
+
+// Byte tokens that never complete a character come out as U+FFFD, the last one (held back
+// in case the next token completed it) when the request ends at its length limit.
+TEST(EngineTest, IncompleteCharacterAtTheLengthLimitComesOutAsReplacementCharacter) {
+  FakeRunner runner(kVocab, 512, 32, 4, Dependence::kWholePrefix);
+  tokenizer::TokenizerSpec spec;
+  for (int i = 0; i < kVocab; ++i) spec.tokens.push_back(std::string(1, static_cast<char>('a' + i % 26)));
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  spec.types.assign(spec.tokens.size(), tokenizer::TokenType::kNormal);
+  spec.tokens[7] = "<0xC3>";  // the first byte of a two-byte character
+  spec.types[7] = tokenizer::TokenType::kByte;
+  auto tok = tokenizer::Tokenizer::create(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EngineConfig config = small_config(32, 4, 64);
+  config.tokenizer = &*tok;
+  Engine engine(config, runner);
+  SamplingParams p = greedy(3);
+  p.logit_bias = {{7, 100.0f}};  // every output token is the lone lead byte
+  ASSERT_TRUE(engine.add_request({"a", prompt_of(5, 3, kVocab), p}).ok());
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  while (engine.has_unfinished()) {
+    auto outputs = engine.step();
+    ASSERT_TRUE(outputs.ok());
+    for (const auto& o : *outputs) {
+      text += o.text;
+      if (o.finished) reason = o.finish_reason;
+    }
+  }
+  EXPECT_EQ(reason, FinishReason::kLength);
+  EXPECT_EQ(text, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 }  // namespace

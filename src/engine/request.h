@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
+#include "tokenizer/tokenizer.h"
 
 namespace koi::engine {
 
@@ -55,7 +57,8 @@ struct Request {
   int64_t arrival;                      // unique; earlier runs first among equal priority
   uint64_t cache_key;                   // part of every block hash: adapter id / tenant salt
   Rng rng;
-  StopChecker stop_checker;
+  std::optional<tokenizer::StreamDecoder> decoder;  // set when the engine has a tokenizer
+  StopChecker stop_checker;                         // over the decoder's text
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int num_preemptions = 0;
@@ -77,7 +80,7 @@ struct RequestOutput {
   std::string request_id;
   std::vector<int32_t> token_ids;          // new tokens this step
   std::vector<SampledToken> logprobs;      // one per new token when params.logprobs >= 0
-  std::string text;                        // new text, when the engine has a detokenizer
+  std::string text;                        // new text, when the engine has a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
 };

@@ -24,7 +24,7 @@ struct SamplingParams {
   std::map<int32_t, float> logit_bias;  // token id -> added to its logit
   std::optional<uint64_t> seed;     // set: the request's samples depend on nothing else
   int max_tokens = 16;              // output tokens at most
-  std::vector<std::string> stop;    // stop strings (need a detokenizer), not in the output
+  std::vector<std::string> stop;    // stop strings (need the engine's tokenizer), not in the output
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int logprobs = -1;                // -1: none; k >= 0: the sampled token's logprob and top k

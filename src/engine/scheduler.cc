@@ -99,8 +99,7 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-bool Scheduler::append_token(Request& r, const SampledToken& token, const Detokenizer& detokenizer,
-                             RequestOutput& out) {
+bool Scheduler::append_token(Request& r, const SampledToken& token, RequestOutput& out) {
   r.token_ids.push_back(token.token);
   out.token_ids.push_back(token.token);
   if (r.params.logprobs >= 0) out.logprobs.push_back(token);
@@ -108,13 +107,15 @@ bool Scheduler::append_token(Request& r, const SampledToken& token, const Detoke
   if ((!r.params.ignore_eos && contains(config_.eos_token_ids, token.token)) ||
       contains(r.params.stop_token_ids, token.token)) {
     reason = FinishReason::kStop;
-  } else if (detokenizer) {
-    out.text += r.stop_checker.push(detokenizer(r.id, token.token));
+  } else if (r.decoder) {
+    out.text += r.stop_checker.push(r.decoder->push(token.token));
     if (r.stop_checker.stopped()) reason = FinishReason::kStop;
   }
   if (reason == FinishReason::kNone &&
       (r.num_output_tokens() >= r.params.max_tokens || r.num_tokens() >= config_.max_model_len)) {
     reason = FinishReason::kLength;
+    // An incomplete UTF-8 character at the length limit comes out as U+FFFD.
+    if (r.decoder) out.text += r.stop_checker.push(r.decoder->flush());
   }
   if (reason == FinishReason::kNone) return false;
   out.text += r.stop_checker.finish();
@@ -124,8 +125,7 @@ bool Scheduler::append_token(Request& r, const SampledToken& token, const Detoke
 }
 
 std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
-                                             std::span<const std::vector<SampledToken>> new_tokens,
-                                             const Detokenizer& detokenizer) {
+                                             std::span<const std::vector<SampledToken>> new_tokens) {
   KOI_CHECK(new_tokens.size() == output.scheduled.size());
   std::vector<RequestOutput> outputs;
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
@@ -139,7 +139,7 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
     out.request_id = r.id;
     bool finished = false;
     for (const SampledToken& token : tokens) {
-      finished = append_token(r, token, detokenizer, out);
+      finished = append_token(r, token, out);
       if (finished) break;
     }
     kv_.cache_full_blocks(r);

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <deque>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,9 +49,6 @@ struct SchedulerOutput {
   int num_batched_tokens = 0;
 };
 
-// Turns one output token of a request into text (an incremental detokenizer).
-using Detokenizer = std::function<std::string(const std::string& request_id, int32_t token)>;
-
 class Scheduler {
  public:
   Scheduler(SchedulerConfig config, KvCacheManager& kv);
@@ -62,9 +58,9 @@ class Scheduler {
   SchedulerOutput schedule();
   // new_tokens[i]: the tokens accepted for output.scheduled[i] (empty while a prompt is
   // still being prefilled; with speculation, the accepted drafts then one sampled token).
-  // Returns an output for every request with new tokens or that finished.
-  std::vector<RequestOutput> update(const SchedulerOutput& output, std::span<const std::vector<SampledToken>> new_tokens,
-                                    const Detokenizer& detokenizer);
+  // Returns an output for every request with new tokens or that finished; a request with a
+  // decoder gets its text, stop strings applied.
+  std::vector<RequestOutput> update(const SchedulerOutput& output, std::span<const std::vector<SampledToken>> new_tokens);
   // Finishes a request now, frees its blocks and queues its final output for take_aborted().
   Status abort(const std::string& request_id);
   std::vector<RequestOutput> take_aborted();
@@ -80,7 +76,7 @@ class Scheduler {
  private:
   void preempt(Request* request);
   // Appends one token and applies stop conditions; returns true when the request finished.
-  bool append_token(Request& request, const SampledToken& token, const Detokenizer& detokenizer, RequestOutput& out);
+  bool append_token(Request& request, const SampledToken& token, RequestOutput& out);
   void finish(Request* request, FinishReason reason);
   void insert_waiting(Request* request);
 

@@ -44,7 +44,7 @@ std::vector<RequestOutput> step_update(Scheduler& s, const SchedulerOutput& out,
     const bool samples = sr.request->num_computed_tokens + sr.num_tokens == sr.request->num_tokens();
     tokens.push_back(samples ? std::vector<SampledToken>{tok(token)} : std::vector<SampledToken>{});
   }
-  return s.update(out, tokens, nullptr);
+  return s.update(out, tokens);
 }
 
 struct Fixture {
@@ -254,16 +254,21 @@ TEST(SchedulerTest, StopStringEndsRequestAndNeverLeaks) {
   Scheduler& s = f.scheduler;
   SamplingParams p;
   p.stop = {"STOP"};
-  ASSERT_TRUE(s.add(make_request("a", 2, 0, 0, p)).ok());
-  const std::vector<std::string> pieces = {"ok ", "ST", "O", "P tail"};
-  size_t next = 0;
-  Detokenizer detok = [&](const std::string&, int32_t) { return pieces[next++]; };
+  // Tokens 5, 6, 7, 8 read "ok ", "ST", "O", "P tail".
+  tokenizer::TokenizerSpec spec;
+  spec.tokens = {"a", "b", "c", "d", "e", "ok ", "ST", "O", "P tail"};
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  auto detok = tokenizer::Tokenizer::create(spec);
+  ASSERT_TRUE(detok.ok());
+  auto request = make_request("a", 2, 0, 0, p);
+  request->decoder.emplace(&*detok);
+  ASSERT_TRUE(s.add(std::move(request)).ok());
   std::string text;
   bool finished = false;
   for (int step = 0; step < 4 && !finished; ++step) {
     auto out = s.schedule();
-    std::vector<std::vector<SampledToken>> tokens = {{tok(5)}};
-    for (const auto& o : s.update(out, tokens, detok)) {
+    std::vector<std::vector<SampledToken>> tokens = {{tok(5 + step)}};
+    for (const auto& o : s.update(out, tokens)) {
       text += o.text;
       finished = o.finished;
       if (finished) {

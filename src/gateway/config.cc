@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <boost/url/parse.hpp>
+#include <cmath>
 #include <set>
+#include <type_traits>
 
 #include "base/file.h"
 
@@ -31,12 +34,52 @@ Status parse_replica_url(std::string_view url, std::string* host, std::string* p
   if (!u || u->scheme() != "http" || u->host().empty() || !u->has_port() || (u->path() != "" && u->path() != "/")) {
     return Status::invalid_argument("replica URL '" + std::string(url) + "' must read http://HOST:PORT");
   }
+  const std::string_view p = u->port();
+  int number = 0;
+  const bool digits = !p.empty() && p.size() <= 5 && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) number = std::stoi(std::string(p));
+  if (!digits || number < 1 || number > 65535) {
+    return Status::invalid_argument("replica URL '" + std::string(url) + "' has port " + std::string(p) + "; a port is 1-65535");
+  }
   *host = u->host();
-  *port = u->port();
+  *port = std::string(p);
   return ok_status();
 }
 
 namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string unknown_key_message(std::string_view key, std::span<const std::string_view> allowed) {
+  std::string_view best;
+  size_t best_distance = 3;  // suggest only names at most two edits away
+  for (std::string_view a : allowed) {
+    if (const size_t d = edit_distance(key, a); d < best_distance) best = a, best_distance = d;
+  }
+  if (!best.empty()) return "unknown key; did you mean " + std::string(best) + "?";
+  std::string list;
+  for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  return "unknown key; the keys here are " + list;
+}
+
+namespace {
+
+using Keys = std::initializer_list<std::string_view>;
 
 // Reads one YAML document field by field; the first error wins and names its path.
 class Reader {
@@ -46,14 +89,42 @@ class Reader {
   void fail(const std::string& path, const std::string& msg) {
     if (status_.ok()) status_ = Status::invalid_argument(origin_ + ": " + path + ": " + msg);
   }
+  // Fails on a key of the mapping `node` (at `path`, which ends in '.' or is "") that is not
+  // in `allowed`, and when `node` is there but not a mapping; true when it is a mapping.
+  bool is_map(const YAML::Node& node, const std::string& path, Keys allowed) {
+    if (!node) return false;
+    if (!node.IsMap()) {
+      fail(path.empty() ? "(top level)" : path.substr(0, path.size() - 1), "must be a mapping");
+      return false;
+    }
+    const std::vector<std::string_view> names(allowed);
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      if (std::find(names.begin(), names.end(), key) == names.end()) fail(path + key, unknown_key_message(key, names));
+    }
+    return true;
+  }
   template <typename T>
   void get(const YAML::Node& node, const char* key, const std::string& path, T* out) {
     const YAML::Node v = node[key];
     if (!v) return;
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.IsScalar()) return fail(path + key, "must be a string");
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (!v.IsSequence()) return fail(path + key, "must be a list of strings");
+      for (const auto& item : v) {
+        if (!item.IsScalar()) return fail(path + key, "must be a list of strings");
+      }
+    }
     try {
       *out = v.as<T>();
     } catch (const YAML::Exception&) {
-      fail(path + key, "has the wrong type");
+      const std::string shown = v.IsScalar() ? "'" + v.Scalar() + "'" : v.IsSequence() ? "a list" : "a mapping";
+      fail(path + key, std::string(std::is_arithmetic_v<T> ? "must be a number" : "has the wrong type") + ", got " + shown);
+      return;
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!std::isfinite(*out)) fail(path + key, "must be a finite number");
     }
   }
   template <typename T>
@@ -76,24 +147,32 @@ void split_listen(Reader& r, const std::string& path, const std::string& text, s
   try {
     if (colon == std::string::npos) throw std::invalid_argument("no colon");
     *host = text.substr(0, colon);
-    *port = std::stoi(text.substr(colon + 1));
-    if (*port < 0 || *port > 65535) throw std::out_of_range("port");
+    size_t used = 0;
+    *port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1 || *port < 0 || *port > 65535) throw std::out_of_range("port");
   } catch (const std::exception&) {
-    r.fail(path, "must read HOST:PORT (port 0 picks a free one), got '" + text + "'");
+    r.fail(path, "must read HOST:PORT with a port 0-65535 (0 picks a free one), got '" + text + "'");
   }
 }
 
 void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   const YAML::Node models = root["models"];
+  if (!models || (models.IsSequence() && models.size() == 0)) {
+    return r.fail("models", "at least one model is required (name, versions with replicas)");
+  }
   if (!r.is_list(models, "models")) return;
   std::set<std::string> names;
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string p = "models[" + std::to_string(i) + "].";
+    if (!r.is_map(models[i], p, {"name", "price", "versions"})) {
+      r.fail(p.substr(0, p.size() - 1), "must be a mapping with name and versions");
+      continue;
+    }
     ModelConfig m;
     r.get(models[i], "name", p, &m.name);
     if (m.name.empty()) r.fail(p + "name", "is required");
     if (!names.insert(m.name).second) r.fail(p + "name", "'" + m.name + "' appears twice");
-    if (const YAML::Node price = models[i]["price"]) {
+    if (const YAML::Node price = models[i]["price"]; r.is_map(price, p + "price.", {"prompt_per_1k", "completion_per_1k"})) {
       r.get_min(price, "prompt_per_1k", p + "price.", &m.prompt_price_per_1k, 0.0);
       r.get_min(price, "completion_per_1k", p + "price.", &m.completion_price_per_1k, 0.0);
     }
@@ -102,17 +181,26 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
       r.fail(p + "versions", "needs at least one version with replicas");
       continue;
     }
+    std::set<std::string> version_names;
     for (size_t j = 0; j < versions.size(); ++j) {
       const std::string vp = p + "versions[" + std::to_string(j) + "].";
+      if (!r.is_map(versions[j], vp, {"name", "weight", "replicas"})) {
+        r.fail(vp.substr(0, vp.size() - 1), "must be a mapping with name, weight and replicas");
+        continue;
+      }
       VersionConfig v;
       r.get(versions[j], "name", vp, &v.name);
       if (v.name.empty()) r.fail(vp + "name", "is required");
+      if (!version_names.insert(v.name).second) r.fail(vp + "name", "'" + v.name + "' appears twice");
       v.weight = versions.size() == 1 ? 100 : 0;
       r.get_min(versions[j], "weight", vp, &v.weight, 0.0);
       r.get(versions[j], "replicas", vp, &v.replicas);
-      for (const std::string& url : v.replicas) {
+      if (v.replicas.empty()) r.fail(vp + "replicas", "needs at least one replica URL (http://HOST:PORT)");
+      for (size_t k = 0; k < v.replicas.size(); ++k) {
         std::string host, port;
-        if (Status s = parse_replica_url(url, &host, &port); !s.ok()) r.fail(vp + "replicas", s.message());
+        if (Status s = parse_replica_url(v.replicas[k], &host, &port); !s.ok()) {
+          r.fail(vp + "replicas[" + std::to_string(k) + "]", s.message());
+        }
       }
       m.versions.push_back(std::move(v));
     }
@@ -122,10 +210,17 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
 
 void read_tenants(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   const YAML::Node tenants = root["tenants"];
+  if (!tenants || (tenants.IsSequence() && tenants.size() == 0)) {
+    return r.fail("tenants", "at least one tenant is required (name, limits, keys)");
+  }
   if (!r.is_list(tenants, "tenants")) return;
   std::set<std::string> names, key_ids;
   for (size_t i = 0; i < tenants.size(); ++i) {
     const std::string p = "tenants[" + std::to_string(i) + "].";
+    if (!r.is_map(tenants[i], p, {"name", "rpm", "tpm", "max_concurrency", "priority", "models", "keys"})) {
+      r.fail(p.substr(0, p.size() - 1), "must be a mapping with a name");
+      continue;
+    }
     TenantConfig t;
     r.get(tenants[i], "name", p, &t.name);
     if (t.name.empty()) r.fail(p + "name", "is required");
@@ -137,10 +232,18 @@ void read_tenants(Reader& r, const YAML::Node& root, GatewayConfig* c) {
     r.get(tenants[i], "priority", p, &priority);
     if (auto pr = parse_priority(priority); pr.ok()) t.priority = *pr; else r.fail(p + "priority", pr.status().message());
     r.get(tenants[i], "models", p, &t.models);
+    for (size_t j = 0; j < t.models.size(); ++j) {
+      const bool known = std::any_of(c->models.begin(), c->models.end(), [&](const ModelConfig& m) { return m.name == t.models[j]; });
+      if (!known) r.fail(p + "models[" + std::to_string(j) + "]", "model '" + t.models[j] + "' is not defined under models:");
+    }
     const YAML::Node keys = tenants[i]["keys"];
     if (r.is_list(keys, p + "keys")) {
       for (size_t j = 0; j < keys.size(); ++j) {
         const std::string kp = p + "keys[" + std::to_string(j) + "].";
+        if (!r.is_map(keys[j], kp, {"id", "hash"})) {
+          r.fail(kp.substr(0, kp.size() - 1), "must be a mapping {id, hash}");
+          continue;
+        }
         KeyRecord k{.id = "", .tenant = t.name, .hash = ""};
         r.get(keys[j], "id", kp, &k.id);
         r.get(keys[j], "hash", kp, &k.hash);
@@ -165,10 +268,12 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
   if (!root.IsMap()) return Status::invalid_argument(std::string(origin) + ": must be a YAML mapping (listen:, models:, tenants:, ...)");
   Reader r{std::string(origin)};
   GatewayConfig c;
+  r.is_map(root, "", {"listen", "admin", "store", "routing", "timeouts", "health", "breaker", "max_attempts", "limits",
+                      "models", "tenants"});
   std::string listen = c.host + ":" + std::to_string(c.port);
   r.get(root, "listen", "", &listen);
   split_listen(r, "listen", listen, &c.host, &c.port);
-  if (const YAML::Node admin = root["admin"]) {
+  if (const YAML::Node admin = root["admin"]; r.is_map(admin, "admin.", {"listen", "key"})) {
     std::string admin_listen = c.admin_host + ":" + std::to_string(c.admin_port);
     r.get(admin, "listen", "admin.", &admin_listen);
     split_listen(r, "admin.listen", admin_listen, &c.admin_host, &c.admin_port);
@@ -176,7 +281,9 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
     if (c.admin_key.size() < 16) r.fail("admin.key", "must be at least 16 characters");
   }
   r.get(root, "store", "", &c.store);
-  if (const YAML::Node routing = root["routing"]) {
+  if (const YAML::Node routing = root["routing"];
+      r.is_map(routing, "routing.", {"policy", "block_bytes", "session_header", "cache_threshold", "balance_abs",
+                                     "balance_rel", "blocks_per_replica"})) {
     std::string policy = "least_outstanding";
     r.get(routing, "policy", "routing.", &policy);
     if (auto p = parse_routing_policy(policy); p.ok()) c.routing = *p; else r.fail("routing.policy", p.status().message());
@@ -187,23 +294,29 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
     r.get_min(routing, "balance_rel", "routing.", &c.kv.balance_rel, 1.0);
     r.get_min(routing, "blocks_per_replica", "routing.", &c.kv.blocks_per_replica, size_t{1});
   }
-  if (const YAML::Node t = root["timeouts"]) {
+  if (const YAML::Node t = root["timeouts"]; r.is_map(t, "timeouts.", {"connect_ms", "first_byte_ms", "idle_ms"})) {
     r.get_min(t, "connect_ms", "timeouts.", &c.connect_timeout_ms, int64_t{1});
     r.get_min(t, "first_byte_ms", "timeouts.", &c.first_byte_timeout_ms, int64_t{1});
     r.get_min(t, "idle_ms", "timeouts.", &c.idle_timeout_ms, int64_t{1});
   }
-  if (const YAML::Node h = root["health"]) {
+  if (const YAML::Node h = root["health"]; r.is_map(h, "health.", {"interval_ms", "timeout_ms"})) {
     r.get_min(h, "interval_ms", "health.", &c.health_interval_ms, int64_t{10});
     r.get_min(h, "timeout_ms", "health.", &c.health_timeout_ms, int64_t{1});
   }
-  if (const YAML::Node b = root["breaker"]) {
+  if (const YAML::Node b = root["breaker"]; r.is_map(b, "breaker.", {"failures", "open_ms"})) {
     r.get_min(b, "failures", "breaker.", &c.breaker_failures, 1);
     r.get_min(b, "open_ms", "breaker.", &c.breaker_open_ms, int64_t{1});
   }
   r.get_min(root, "max_attempts", "", &c.max_attempts, 1);
   if (const YAML::Node l = root["limits"]) {
-    r.get_min(l, "max_in_flight", "limits.", &c.max_in_flight, 1);
-    r.get_min(l, "burst_seconds", "limits.", &c.burst_seconds, 0.0);
+    if (l.IsMap() && l["burst_seconds"]) {
+      r.fail("limits.burst_seconds", "is no longer read: a tenant's bucket holds its whole per-minute allowance "
+                                     "(docs/gateway.md); remove the key");
+    }
+    if (r.is_map(l, "limits.", {"max_in_flight", "max_connections"})) {
+      r.get_min(l, "max_in_flight", "limits.", &c.max_in_flight, 1);
+      r.get_min(l, "max_connections", "limits.", &c.max_connections, 1);
+    }
   }
   read_models(r, root, &c);
   read_tenants(r, root, &c);

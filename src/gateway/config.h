@@ -2,11 +2,14 @@
 // annotated example): listeners and the admin key, the ledger store, routing, timeouts,
 // health checks and breakers, and the fleet: models -> versions (traffic weight, replica URLs)
 // and tenants (limits, priority, allowed models, hashed keys). parse_config() validates every
-// field and names it in its error ("gateway.yaml: tenants[1].rpm: must be >= 0"). A plain
+// field by type and range, refuses unknown keys, a model without replicas, a tenant allowed a
+// model that is not defined and a file without models or tenants, and names the field in its
+// error ("gateway.yaml: tenants[1].rpmm: unknown key; did you mean rpm?"). A plain
 // value; the running gateway copies what it needs and changes it only through the admin API.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,7 +69,7 @@ struct GatewayConfig {
   int64_t breaker_open_ms = 5000;
   int max_attempts = 3;
   int max_in_flight = 4096;   // the whole gateway; low priority gets half, normal 80%
-  double burst_seconds = 1;   // each bucket holds this many seconds of its rate
+  int max_connections = 8192; // open client connections; beyond it idle ones are closed first
 
   std::vector<ModelConfig> models;
   std::vector<TenantConfig> tenants;
@@ -74,7 +77,9 @@ struct GatewayConfig {
 
 Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origin);
 Result<GatewayConfig> load_config(const std::string& path);
-// Checks that a replica URL is http://host:port[/] and splits it.
+// Checks that a replica URL is http://host:port[/] with a port 1-65535 and splits it.
 Status parse_replica_url(std::string_view url, std::string* host, std::string* port);
+// "unknown key; did you mean rpm?" (a name at most two edits away), else the list of `allowed`.
+std::string unknown_key_message(std::string_view key, std::span<const std::string_view> allowed);
 
 }  // namespace koi::gateway

@@ -48,15 +48,126 @@ TEST(Config, ParsesEveryPart) {
   EXPECT_EQ(c->tenants[0].keys[0].tenant, "acme");
 }
 
-TEST(Config, ErrorsNameTheField) {
-  EXPECT_EQ(parse_config("tenants: [{name: a, rpm: -1}]", "gw.yaml").status().message(), "gw.yaml: tenants[0].rpm: must be >= 0");
-  EXPECT_EQ(parse_config("models: [{name: m, versions: [{name: v, replicas: [\"https://x\"]}]}]", "gw.yaml").status().message(),
-            "gw.yaml: models[0].versions[0].replicas: replica URL 'https://x' must read http://HOST:PORT");
-  EXPECT_EQ(parse_config("listen: nowhere", "gw.yaml").status().message(),
-            "gw.yaml: listen: must read HOST:PORT (port 0 picks a free one), got 'nowhere'");
-  EXPECT_EQ(parse_config("tenants: [{name: a, keys: [{id: x, hash: plain}]}]", "gw.yaml").status().message(),
-            "gw.yaml: tenants[0].keys[0].hash: a key hash must read sha256:<32 hex salt>:<64 hex digest>; create keys with "
-            "`koi gateway keygen`");
+// kYaml with one piece replaced: `from` must occur in it.
+std::string with(std::string_view from, std::string_view to) {
+  std::string yaml = kYaml;
+  const size_t at = yaml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) yaml.replace(at, from.size(), to);
+  return yaml;
+}
+
+struct ConfigCase {
+  const char* from;
+  const char* to;
+  const char* error;  // the whole message; "" when the file must load
+  TenantConfig want;  // tenants[0] of a file that loads (keys not compared)
+};
+
+void expect_tenant(const TenantConfig& got, const TenantConfig& want) {
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.rpm, want.rpm);
+  EXPECT_EQ(got.tpm, want.tpm);
+  EXPECT_EQ(got.max_concurrency, want.max_concurrency);
+  EXPECT_EQ(got.priority, want.priority);
+  EXPECT_EQ(got.models, want.models);
+}
+
+TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
+  const TenantConfig acme{"acme", 60, 600, 2, Priority::kHigh, {"m"}, {}};
+  const ConfigCase cases[] = {
+      {"", "", "", acme},
+      {"    rpm: 60\n", "", "", {"acme", 0, 600, 2, Priority::kHigh, {"m"}, {}}},
+      {"    rpm: 60\n", "    rpm: 2.5\n", "", {"acme", 2.5, 600, 2, Priority::kHigh, {"m"}, {}}},
+      {"    priority: high\n", "", "", {"acme", 60, 600, 2, Priority::kNormal, {"m"}, {}}},
+      {"    models: [m]\n", "    models: []\n", "", {"acme", 60, 600, 2, Priority::kHigh, {}, {}}},
+      {"    models: [m]\n", "", "", {"acme", 60, 600, 2, Priority::kHigh, {}, {}}},
+      // Unknown keys: a typo must not turn a limit into no limit.
+      {"    rpm: 60\n", "    rpmm: 60\n", "gw.yaml: tenants[0].rpmm: unknown key; did you mean rpm?", {}},
+      {"    tpm: 600\n", "    tpm: 600\n    tokens_per_minute: 5\n",
+       "gw.yaml: tenants[0].tokens_per_minute: unknown key; the keys here are name, rpm, tpm, max_concurrency, priority, models, keys",
+       {}},
+      {"listen:", "lisen:", "gw.yaml: lisen: unknown key; did you mean listen?", {}},
+      {"tenants:\n", "tenant:\n", "gw.yaml: tenant: unknown key; did you mean tenants?", {}},
+      {"breaker: {failures: 2,", "breaker: {failure: 2,", "gw.yaml: breaker.failure: unknown key; did you mean failures?", {}},
+      {"routing: {policy: kv_aware, block_bytes: 8}", "routing: {policy: kv_aware, blocksize: 8}",
+       "gw.yaml: routing.blocksize: unknown key; the keys here are policy, block_bytes, session_header, cache_threshold, "
+       "balance_abs, balance_rel, blocks_per_replica", {}},
+      {"    price: {prompt_per_1k: 0.5,", "    price: {prompt_per_1K: 0.5,",
+       "gw.yaml: models[0].price.prompt_per_1K: unknown key; did you mean prompt_per_1k?", {}},
+      {"{name: v2, weight: 0,", "{name: v2, wieght: 0,", "gw.yaml: models[0].versions[1].wieght: unknown key; did you mean weight?", {}},
+      {"keys: [{id: ", "keys: [{key: 1, id: ", "gw.yaml: tenants[0].keys[0].key: unknown key; the keys here are id, hash", {}},
+      {"store: sqlite:/tmp/x.db\n", "store: sqlite:/tmp/x.db\nlimits: {burst_seconds: 1}\n",
+       "gw.yaml: limits.burst_seconds: is no longer read: a tenant's bucket holds its whole per-minute allowance (docs/gateway.md); "
+       "remove the key", {}},
+      // Wrong types and out-of-range values.
+      {"    rpm: 60\n", "    rpm: abc\n", "gw.yaml: tenants[0].rpm: must be a number, got 'abc'", {}},
+      {"    rpm: 60\n", "    rpm: -1\n", "gw.yaml: tenants[0].rpm: must be >= 0", {}},
+      {"    rpm: 60\n", "    rpm: .inf\n", "gw.yaml: tenants[0].rpm: must be a finite number", {}},
+      {"    rpm: 60\n", "    rpm: [60]\n", "gw.yaml: tenants[0].rpm: must be a number, got a list", {}},
+      {"    max_concurrency: 2\n", "    max_concurrency: 2.5\n", "gw.yaml: tenants[0].max_concurrency: must be a number, got '2.5'", {}},
+      {"    priority: high\n", "    priority: urgent\n",
+       "gw.yaml: tenants[0].priority: priority 'urgent' is unknown; use high, normal or low", {}},
+      {"    models: [m]\n", "    models: m\n", "gw.yaml: tenants[0].models: must be a list of strings", {}},
+      {"    models: [m]\n", "    models: [m, ghost]\n", "gw.yaml: tenants[0].models[1]: model 'ghost' is not defined under models:", {}},
+      {"store: sqlite:/tmp/x.db\n", "store: sqlite:/tmp/x.db\nlimits: {max_in_flight: 0}\n",
+       "gw.yaml: limits.max_in_flight: must be >= 1", {}},
+      {"store: sqlite:/tmp/x.db\n", "store: sqlite:/tmp/x.db\nlimits: {max_connections: 0}\n",
+       "gw.yaml: limits.max_connections: must be >= 1", {}},
+      {"listen: 127.0.0.1:0", "listen: 127.0.0.1:70000",
+       "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got '127.0.0.1:70000'", {}},
+      {"listen: 127.0.0.1:0", "listen: 127.0.0.1:-1",
+       "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got '127.0.0.1:-1'", {}},
+      {"listen: 127.0.0.1:0", "listen: nowhere", "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got 'nowhere'",
+       {}},
+      {"key: admin-key-0123456789", "key: short", "gw.yaml: admin.key: must be at least 16 characters", {}},
+      {"breaker: {failures: 2,", "breaker: {failures: 0,", "gw.yaml: breaker.failures: must be >= 1", {}},
+      {"    price: {prompt_per_1k: 0.5,", "    price: {prompt_per_1k: -0.5,", "gw.yaml: models[0].price.prompt_per_1k: must be >= 0", {}},
+      {"\"http://127.0.0.1:9003\"", "\"http://127.0.0.1:99999\"",
+       "gw.yaml: models[0].versions[1].replicas[0]: replica URL 'http://127.0.0.1:99999' has port 99999; a port is 1-65535", {}},
+      {"\"http://127.0.0.1:9003\"", "\"https://x\"",
+       "gw.yaml: models[0].versions[1].replicas[0]: replica URL 'https://x' must read http://HOST:PORT", {}},
+      {"hash: \"sha256:", "hash: \"plain:",
+       "gw.yaml: tenants[0].keys[0].hash: a key hash must read sha256:<32 hex salt>:<64 hex digest>; create keys with "
+       "`koi gateway keygen`", {}},
+      // Missing pieces.
+      {"replicas: [\"http://127.0.0.1:9003\"]", "replicas: []",
+       "gw.yaml: models[0].versions[1].replicas: needs at least one replica URL (http://HOST:PORT)", {}},
+      {", replicas: [\"http://127.0.0.1:9003\"]", "",
+       "gw.yaml: models[0].versions[1].replicas: needs at least one replica URL (http://HOST:PORT)", {}},
+      {"    versions:\n      - {name: v1, weight: 100, replicas: [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]}\n"
+       "      - {name: v2, weight: 0, replicas: [\"http://127.0.0.1:9003\"]}\n",
+       "    versions: []\n", "gw.yaml: models[0].versions: needs at least one version with replicas", {}},
+      {"  - name: m\n", "  - name: \"\"\n", "gw.yaml: models[0].name: is required", {}},
+      {"  - name: acme\n", "  - rpm: 1\n", "gw.yaml: tenants[0].name: is required", {}},
+      {"  - name: acme\n    rpm: 60\n", "  - name: acme\n    rpm: 60\n  - name: acme\n    rpm: 60\n",
+       "gw.yaml: tenants[1].name: 'acme' appears twice", {}},
+  };
+  static_assert(std::size(cases) >= 40);
+  for (const ConfigCase& c : cases) {
+    SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
+    auto config = parse_config(*c.from ? with(c.from, c.to) : kYaml, "gw.yaml");
+    if (*c.error) {
+      EXPECT_EQ(config.status().message(), c.error);
+      continue;
+    }
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    ASSERT_EQ(config->tenants.size(), 1u);
+    expect_tenant(config->tenants[0], c.want);
+  }
+}
+
+TEST(Config, ANoModelsOrNoTenantsFileIsRefused) {
+  EXPECT_EQ(parse_config("tenants: [{name: a}]", "gw.yaml").status().message(),
+            "gw.yaml: models: at least one model is required (name, versions with replicas)");
+  EXPECT_EQ(parse_config("models: []\ntenants: [{name: a}]", "gw.yaml").status().message(),
+            "gw.yaml: models: at least one model is required (name, versions with replicas)");
+  EXPECT_EQ(parse_config("models: [{name: m, versions: [{name: v, replicas: [\"http://h:1\"]}]}]", "gw.yaml").status().message(),
+            "gw.yaml: tenants: at least one tenant is required (name, limits, keys)");
+  EXPECT_EQ(parse_config("models: [{name: m, versions: [{name: v, replicas: [\"http://h:1\"]}]}]\ntenants: [acme]", "gw.yaml")
+                .status()
+                .message(),
+            "gw.yaml: tenants[0]: must be a mapping");
   EXPECT_EQ(parse_config("[1, 2]", "gw.yaml").status().message(), "gw.yaml: must be a YAML mapping (listen:, models:, tenants:, ...)");
 }
 
@@ -92,25 +203,33 @@ class FleetTest : public ::testing::Test {
 TEST_F(FleetTest, AdmissionEnforcesModelConcurrencyRpmAndTpm) {
   EXPECT_EQ(fleet_.admit("acme", "other", 1).status, 404);
   EXPECT_EQ(fleet_.admit("nobody", "m", 1).status, 403);
-  EXPECT_EQ(fleet_.admit("acme", "m", 5).status, 200);  // rpm burst is 1 (60/min, 1 s)
+  EXPECT_EQ(fleet_.admit("acme", "m", 5).status, 200);
+  EXPECT_EQ(fleet_.admit("acme", "m", 5).status, 200);
   Admission a = fleet_.admit("acme", "m", 5);
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(a.limit, "concurrency");  // two in flight
+  fleet_.finish("acme", 5, 5);
+  fleet_.finish("acme", 5, 5);
+  a = fleet_.admit("acme", "m", 600);  // 590 of the minute's 600 tokens left
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(a.limit, "tpm");
+  EXPECT_EQ(a.retry_after_s, 1);  // 10 tokens at 10 a second
+  EXPECT_EQ(a.message, "tenant 'acme' is over its limit of 600 tokens per minute");
+  EXPECT_EQ(fleet_.admit("acme", "m", 50).status, 200);
+  fleet_.finish("acme", 50, 1000);  // the real usage was 1000: 590 - 1000 = -410
+  a = fleet_.admit("acme", "m", 5);
+  EXPECT_EQ(a.limit, "tpm");
+  EXPECT_EQ(a.retry_after_s, 42);  // 415 tokens at 10 a second
+  clock_.advance_ns(60 * kSec);    // both buckets refill; rpm is full again at 60
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_EQ(fleet_.admit("acme", "m", 0).status, 200) << i;
+    fleet_.finish("acme", 0, 0);
+  }
+  a = fleet_.admit("acme", "m", 0);
   EXPECT_EQ(a.status, 429);
   EXPECT_EQ(a.limit, "rpm");
   EXPECT_EQ(a.retry_after_s, 1);
   EXPECT_EQ(a.message, "tenant 'acme' is over its limit of 60 requests per minute");
-  clock_.advance_ns(kSec);
-  a = fleet_.admit("acme", "m", 50);  // tpm burst is 10: a full bucket admits it into debt
-  EXPECT_EQ(a.status, 200);
-  clock_.advance_ns(kSec);
-  a = fleet_.admit("acme", "m", 5);
-  EXPECT_EQ(a.status, 429);
-  EXPECT_EQ(a.limit, "concurrency");  // two in flight
-  fleet_.finish("acme", 5, 5);
-  a = fleet_.admit("acme", "m", 5);
-  EXPECT_EQ(a.limit, "tpm");  // -40 + 10 refilled
-  EXPECT_EQ(a.retry_after_s, 4);
-  fleet_.finish("acme", 50, 10);  // the real usage was 10: refund 40
-  EXPECT_EQ(fleet_.admit("acme", "m", 5).status, 200);
 }
 
 TEST_F(FleetTest, PickSkipsExcludedAndOpenReplicasAndFollowsWeights) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
+#include <utility>
 #include <fmt/format.h>
 
 #include "net/client.h"
@@ -37,10 +38,15 @@ std::shared_ptr<Replica> Fleet::make_replica(const std::string& url, const std::
       Replica{url, net::resolve_host(host), port, CircuitBreaker(config_.breaker_failures, config_.breaker_open_ms * 1000000), 0});
 }
 
+namespace {
+// A bucket holds the whole per-minute allowance (see token_bucket.h); at least one unit, so a
+// fractional rate still admits its first request.
+double burst_of(double rate_per_minute) { return std::max(1.0, rate_per_minute); }
+}  // namespace
+
 Fleet::Tenant Fleet::make_tenant(const TenantConfig& t) const {
   const int64_t now = clock_.now_ns();
-  const double s = config_.burst_seconds / 60.0;
-  return Tenant{t, TokenBucket(t.rpm, std::max(1.0, t.rpm * s), now), TokenBucket(t.tpm, std::max(1.0, t.tpm * s), now), 0};
+  return Tenant{t, TokenBucket(t.rpm, burst_of(t.rpm), now), TokenBucket(t.tpm, burst_of(t.tpm), now), 0};
 }
 
 std::optional<KeyRecord> Fleet::authenticate(std::string_view presented) const {
@@ -194,13 +200,40 @@ BreakerState Fleet::breaker_state(const std::string& url) const {
   return BreakerState::kClosed;
 }
 
-Fleet::Version* Fleet::find_version(const std::string& model, const std::string& version) {
+const Fleet::Version* Fleet::find_version(const std::string& model, const std::string& version) const {
   auto m = models_.find(model);
   if (m == models_.end()) return nullptr;
-  for (Version& v : m->second.versions) {
+  for (const Version& v : m->second.versions) {
     if (v.name == version) return &v;
   }
   return nullptr;
+}
+
+Fleet::Version* Fleet::find_version(const std::string& model, const std::string& version) {
+  return const_cast<Version*>(std::as_const(*this).find_version(model, version));
+}
+
+std::optional<TenantConfig> Fleet::tenant(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) return std::nullopt;
+  return it->second.config;
+}
+
+bool Fleet::has_model(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return models_.count(model) != 0;
+}
+
+bool Fleet::has_version(const std::string& model, const std::string& version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return find_version(model, version) != nullptr;
+}
+
+bool Fleet::has_replica(const std::string& model, const std::string& version, const std::string& url) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Version* v = find_version(model, version);
+  return v && std::any_of(v->replicas.begin(), v->replicas.end(), [&](const auto& r) { return r->url == url; });
 }
 
 Status Fleet::add_replica(const std::string& model, const std::string& version, const std::string& url) {
@@ -253,10 +286,9 @@ Status Fleet::upsert_tenant(const TenantConfig& t) {
     return ok_status();
   }
   const int64_t now = clock_.now_ns();
-  const double s = config_.burst_seconds / 60.0;
   it->second.config = t;
-  it->second.rpm.reconfigure(t.rpm, std::max(1.0, t.rpm * s), now);
-  it->second.tpm.reconfigure(t.tpm, std::max(1.0, t.tpm * s), now);
+  it->second.rpm.reconfigure(t.rpm, burst_of(t.rpm), now);
+  it->second.tpm.reconfigure(t.tpm, burst_of(t.tpm), now);
   return ok_status();
 }
 
@@ -297,10 +329,13 @@ std::string Fleet::state_json() const {
   }
   json::object tenants;
   for (const auto& [name, t] : tenants_) {
+    json::array allowed;
+    for (const std::string& m : t.config.models) allowed.emplace_back(m);
     tenants[name] = json::object{{"rpm", t.config.rpm},
                                  {"tpm", t.config.tpm},
                                  {"max_concurrency", t.config.max_concurrency},
                                  {"priority", priority_name(t.config.priority)},
+                                 {"models", allowed},
                                  {"in_flight", t.in_flight}};
   }
   return json::serialize(json::object{{"models", models}, {"tenants", tenants}, {"keys", keys_.size()}});

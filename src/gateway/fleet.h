@@ -82,7 +82,13 @@ class Fleet {
   Status add_replica(const std::string& model, const std::string& version, const std::string& url);
   Status remove_replica(const std::string& model, const std::string& version, const std::string& url);
   Status set_weights(const std::string& model, const std::map<std::string, double>& weights);
+  // Replaces the tenant's limits, priority and models (creates it when new); keys are not
+  // touched (put_key / revoke_key).
   Status upsert_tenant(const TenantConfig& tenant);
+  std::optional<TenantConfig> tenant(const std::string& name) const;
+  bool has_model(const std::string& model) const;
+  bool has_version(const std::string& model, const std::string& version) const;
+  bool has_replica(const std::string& model, const std::string& version, const std::string& url) const;
   std::vector<std::string> models_for(const std::string& tenant) const;
   const ModelConfig* price_of(const std::string& model) const;
   std::string state_json() const;
@@ -107,6 +113,7 @@ class Fleet {
     int in_flight = 0;
   };
   Version* find_version(const std::string& model, const std::string& version);
+  const Version* find_version(const std::string& model, const std::string& version) const;
   std::shared_ptr<Replica> make_replica(const std::string& url, const std::string& host, const std::string& port) const;
   Tenant make_tenant(const TenantConfig& t) const;
 

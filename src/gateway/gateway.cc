@@ -2,8 +2,6 @@
 // one request's way through the gateway is gateway/proxy.h.
 #include "gateway/gateway.h"
 
-#include <openssl/crypto.h>
-
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
@@ -12,6 +10,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/metrics.h"
+#include "gateway/admin_api.h"
 #include "gateway/fleet.h"
 #include "gateway/openai.h"
 #include "gateway/proxy.h"
@@ -55,21 +54,13 @@ std::string models_json(const std::vector<std::string>& models) {
   return json::serialize(json::object{{"object", "list"}, {"data", data}});
 }
 
-std::string issued_key_json(const IssuedKey& k) {
-  return json::serialize(json::object{{"id", k.record.id}, {"key", k.key}, {"tenant", k.record.tenant}});
-}
-
-struct AdminReply {
-  int status;
-  std::string body;
-};
-
 net::ServerOptions listener_options(const GatewayConfig& c, const std::string& host, int port, int threads) {
   net::ServerOptions o;
   o.host = host;
   o.port = port;
   o.threads = threads;
   o.max_body_bytes = kMaxRequestBody;
+  o.max_connections = c.max_connections;
   o.idle_timeout_s = static_cast<double>(c.idle_timeout_ms) * 1e-3;
   o.header_timeout_s = std::min(10.0, o.idle_timeout_s);
   o.body_timeout_s = o.idle_timeout_s;
@@ -92,6 +83,7 @@ class GatewayImpl final : public Gateway {
         admin_(listener_options(config, config.admin_host, config.admin_port, 1),
                [this](Request& req, net::Responder& res) { return handle_admin(req, res); }),
         ledger_(std::move(store)),
+        admin_api_(config.admin_key, fleet_, ledger_.store()),
         proxy_(config_, fleet_, ledger_, metrics_, client_, clock_) {
     declare_metrics();
   }
@@ -109,7 +101,6 @@ class GatewayImpl final : public Gateway {
   asio::awaitable<void> health_loop();
   asio::awaitable<void> handle_api(Request& req, net::Responder& res);
   asio::awaitable<void> handle_admin(Request& req, net::Responder& res);
-  AdminReply admin_route(const Request& req);
 
   const GatewayConfig config_;
   const Clock& clock_;
@@ -121,6 +112,7 @@ class GatewayImpl final : public Gateway {
   net::Server api_, admin_;
   net::Client client_;
   Ledger ledger_;
+  AdminApi admin_api_;
   Proxy proxy_;
   int port_ = 0, admin_port_ = 0;
   std::atomic<bool> stopped_{false};
@@ -204,87 +196,16 @@ asio::awaitable<void> GatewayImpl::handle_api(Request& req, net::Responder& res)
 }
 
 asio::awaitable<void> GatewayImpl::handle_admin(Request& req, net::Responder& res) {
-  AdminReply r = admin_route(req);
+  AdminReply r = admin_api_.handle(req.method_string(), req.target(), bearer(req), req.body());
   co_await res.send(r.status, std::move(r.body), "application/json");
-}
-
-// The admin API as a plain function: GCC 12 miscompiles some of this JSON handling inside
-// a coroutine (lambdas and structured bindings over locals).
-AdminReply GatewayImpl::admin_route(const Request& req) {
-  const std::string_view presented = bearer(req);
-  if (presented.size() != config_.admin_key.size() ||
-      CRYPTO_memcmp(presented.data(), config_.admin_key.data(), presented.size()) != 0) {
-    return {401, openai_error("admin API: wrong or missing admin key", "auth_error", 401)};
-  }
-  const std::string target(req.target());
-  const http::verb method = req.method();
-  auto reply = [](const Status& s, std::string ok_body = "{\"ok\":true}") -> AdminReply {
-    if (s.ok()) return {200, std::move(ok_body)};
-    const int code = s.code() == StatusCode::kNotFound ? 404 : s.code() == StatusCode::kAlreadyExists ? 409 : 400;
-    return {code, openai_error(s.message(), "admin_error", code)};
-  };
-  if (method == http::verb::get && target == "/admin/state") return {200, fleet_.state_json()};
-  if (method == http::verb::get && target == "/admin/stats") return {200, fleet_.stats_json()};
-  if (method == http::verb::delete_ && target.starts_with("/admin/keys/")) {
-    const std::string id = target.substr(12);
-    Status s = ledger_.store().revoke_key(id);
-    if (s.ok() && !fleet_.revoke_key(id)) s = Status::not_found("no key with id " + id);
-    return reply(s);
-  }
-  json::error_code jec;
-  json::value body = json::parse(req.body(), jec);
-  if (jec || !body.is_object()) return reply(Status::invalid_argument("admin API: the body must be a JSON object"));
-  const json::object& o = body.as_object();
-  auto str = [&](const char* k) -> std::string {
-    const json::value* v = o.if_contains(k);
-    return v && v->is_string() ? std::string(v->as_string()) : "";
-  };
-  auto num = [&](const char* k) -> double {
-    const json::value* v = o.if_contains(k);
-    return v && v->is_number() ? v->to_number<double>() : 0.0;
-  };
-  if (target == "/admin/replicas" && (method == http::verb::post || method == http::verb::delete_)) {
-    return reply(method == http::verb::post ? fleet_.add_replica(str("model"), str("version"), str("url"))
-                                            : fleet_.remove_replica(str("model"), str("version"), str("url")));
-  }
-  if (target == "/admin/weights" && method == http::verb::post) {
-    std::map<std::string, double> weights;
-    if (const json::value* w = o.if_contains("weights"); w && w->is_object()) {
-      for (const auto& [k, v] : w->as_object()) weights[std::string(k)] = v.is_number() ? v.to_number<double>() : -1;
-    }
-    return reply(fleet_.set_weights(str("model"), weights));
-  }
-  if (target == "/admin/tenants" && method == http::verb::post) {
-    TenantConfig t;
-    t.name = str("name");
-    t.rpm = num("rpm"), t.tpm = num("tpm"), t.max_concurrency = static_cast<int>(num("max_concurrency"));
-    auto pr = parse_priority(str("priority").empty() ? "normal" : str("priority"));
-    if (!pr.ok()) return reply(pr.status());
-    t.priority = *pr;
-    if (const json::value* m = o.if_contains("models"); m && m->is_array()) {
-      for (const auto& x : m->as_array()) if (x.is_string()) t.models.emplace_back(x.as_string());
-    }
-    return reply(fleet_.upsert_tenant(t));
-  }
-  if (target == "/admin/keys" && method == http::verb::post) {
-    if (str("tenant").empty()) return reply(Status::invalid_argument("admin API: POST /admin/keys needs {\"tenant\": ...}"));
-    IssuedKey k = issue_key(str("tenant"));
-    Status s = ledger_.store().put_key(k.record);
-    if (s.ok()) fleet_.put_key(k.record);
-    return reply(s, issued_key_json(k));
-  }
-  return reply(Status::not_found("admin API: no route " + std::string(req.method_string()) + " " + target));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Gateway>> Gateway::start(const GatewayConfig& config, std::unique_ptr<UsageStore> store, int threads) {
-  KOI_ASSIGN_OR_RETURN(std::vector<StoredKey> stored, store->load_keys());
+  UsageStore& stored = *store;  // owned by the gateway's ledger from here on
   auto gw = std::make_unique<GatewayImpl>(config, std::move(store), threads);
-  for (StoredKey& k : stored) {
-    if (k.revoked) gw->fleet().revoke_key(k.record.id);
-    else gw->fleet().put_key(std::move(k.record));
-  }
+  KOI_RETURN_IF_ERROR(restore_admin_changes(stored, gw->fleet()));  // over the YAML file
   KOI_RETURN_IF_ERROR(gw->listen());
   return std::unique_ptr<Gateway>(std::move(gw));
 }

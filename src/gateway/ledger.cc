@@ -1,8 +1,28 @@
 #include "gateway/usage_store.h"
 
+#include <boost/json.hpp>
+
 #include "base/logging.h"
 
 namespace koi::gateway {
+
+std::string models_to_json(const std::vector<std::string>& models) {
+  boost::json::array a;
+  for (const std::string& m : models) a.emplace_back(m);
+  return boost::json::serialize(a);
+}
+
+Result<std::vector<std::string>> models_from_json(const std::string& text) {
+  boost::json::error_code ec;
+  const boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_array()) return Status::corrupt("allowed models '" + text + "' are not a JSON array");
+  std::vector<std::string> out;
+  for (const boost::json::value& m : v.as_array()) {
+    if (!m.is_string()) return Status::corrupt("allowed models '" + text + "' hold a value that is not a string");
+    out.emplace_back(m.as_string());
+  }
+  return out;
+}
 
 Ledger::Ledger(std::unique_ptr<UsageStore> store) : store_(std::move(store)), writer_([this] { run(); }) {}
 

@@ -1,7 +1,9 @@
 // Token bucket and circuit breaker, exact under an injected clock.
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "gateway/circuit_breaker.h"
+#include "gateway/fleet.h"
 #include "gateway/token_bucket.h"
 
 namespace koi::gateway {
@@ -41,6 +43,44 @@ TEST(TokenBucket, OneMinuteAdmitsRateNotMoreThanBurstOver) {
   int admitted = 0;
   for (int64_t t = 0; t < 60 * kSec; t += kSec / 100) admitted += b.try_take(1, t) == 0;
   EXPECT_EQ(admitted, 600 + 10 - 1);  // burst + 59.99 s of refill
+}
+
+// A tenant may use its per-minute allowance in any pattern: the whole of it is admitted
+// whether it comes evenly spread, all at once or in bursts, and where the allowance is spent
+// at one instant the next request at that instant is refused (between bursts the bucket
+// refills, so a later burst may find more than what is left of the minute).
+TEST(TenantLimits, TheWholePerMinuteAllowanceIsAdmittedEvenlyAllAtOnceOrInBursts) {
+  GatewayConfig config = *parse_config(R"(
+models: [{name: m, versions: [{name: v1, replicas: ["http://127.0.0.1:9001"]}]}]
+tenants: [{name: r, rpm: 5}, {name: t, tpm: 1000}]
+)", "gw.yaml");
+  struct Pattern {
+    const char* name;
+    const char* tenant;
+    int64_t tokens;                 // per request
+    std::vector<double> seconds;    // when each request of the minute comes
+    bool next_is_refused;           // one more at the last instant
+  };
+  const Pattern patterns[] = {
+      {"rpm evenly", "r", 0, {0, 12, 24, 36, 48}, false},
+      {"rpm all at once", "r", 0, {0, 0, 0, 0, 0}, true},
+      {"rpm in bursts", "r", 0, {0, 0, 59, 59, 59}, false},
+      {"rpm at the end", "r", 0, {59.9, 59.9, 59.9, 59.9, 59.9}, true},
+      {"tpm evenly", "t", 100, {0, 6, 12, 18, 24, 30, 36, 42, 48, 54}, false},
+      {"tpm all at once", "t", 100, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, true},
+      {"tpm in bursts", "t", 100, {0, 0, 0, 0, 30, 30, 58, 58, 58, 58}, false},
+  };
+  for (const Pattern& p : patterns) {
+    SCOPED_TRACE(p.name);
+    FakeClock clock;
+    Fleet fleet(config, clock, 1);
+    for (double s : p.seconds) {
+      clock.set_ns(static_cast<int64_t>(s * kSec));
+      EXPECT_EQ(fleet.admit(p.tenant, "m", p.tokens).status, 200) << "at " << s << " s";
+      fleet.finish(p.tenant, p.tokens, p.tokens);
+    }
+    if (p.next_is_refused) EXPECT_EQ(fleet.admit(p.tenant, "m", p.tokens).status, 429);
+  }
 }
 
 TEST(CircuitBreaker, OpensAfterThresholdThenProbesOnce) {

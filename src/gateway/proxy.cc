@@ -81,17 +81,22 @@ namespace {
 // for usage; usage in a content chunk is removed unless the client asked for it in every chunk.
 std::string relay_event(const net::SseEvent& ev, bool client_wants_usage, bool client_wants_continuous,
                         int64_t* content_chunks, std::optional<Usage>* usage) {
-  const bool no_choices = ev.data.find("\"choices\":[]") != std::string::npos;
+  if (ev.data.find("\"usage\"") == std::string::npos) {  // the common case: no parsing
+    ++*content_chunks;
+    return ev.raw;
+  }
+  json::error_code ec;
+  json::value v = json::parse(ev.data, ec);
+  if (ec || !v.is_object()) return ev.raw;
+  json::object& o = v.as_object();
+  const json::value* choices = o.if_contains("choices");
+  const bool no_choices = choices && choices->is_array() && choices->as_array().empty();
   if (!no_choices) ++*content_chunks;
-  if (ev.data.find("\"usage\"") == std::string::npos) return ev.raw;
   *usage = parse_usage(ev.data);
   if (!usage->has_value()) return ev.raw;
   if (no_choices) return client_wants_usage ? ev.raw : std::string();
   if (client_wants_continuous) return ev.raw;
-  json::error_code ec;
-  json::value v = json::parse(ev.data, ec);
-  if (ec || !v.is_object()) return ev.raw;
-  v.as_object().erase("usage");
+  o.erase("usage");
   return net::sse_data(json::serialize(v));
 }
 
@@ -147,6 +152,7 @@ awaitable<void> Proxy::handle(net::Request& req, net::Responder& res, bool chat)
   std::unique_ptr<net::Exchange> up = co_await open_upstream(call, req, res);
   if (!up) co_return;  // answered inside
   call.upstream = up.get();
+  if (call.client_gone) up->abort();  // it left while the replica was being reached
   rec.model = call.pick->model;
   rec.version = call.pick->version;
   rec.replica = call.pick->replica->url;

@@ -18,6 +18,15 @@ CREATE TABLE IF NOT EXISTS usage(
 CREATE INDEX IF NOT EXISTS usage_tenant_start ON usage(tenant, start_unix_ms);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+)sql"}, {2, R"sql(
+CREATE TABLE IF NOT EXISTS admin_tenants(
+  name TEXT PRIMARY KEY, rpm REAL NOT NULL, tpm REAL NOT NULL, max_concurrency INTEGER NOT NULL,
+  priority TEXT NOT NULL, models TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS admin_weights(
+  model TEXT NOT NULL, version TEXT NOT NULL, weight REAL NOT NULL, PRIMARY KEY(model, version));
+CREATE TABLE IF NOT EXISTS admin_replicas(
+  model TEXT NOT NULL, version TEXT NOT NULL, url TEXT NOT NULL, removed INTEGER NOT NULL,
+  PRIMARY KEY(model, version, url));
 )sql"}};
 
 constexpr store::Migration kPostgresSchema[] = {{1, R"sql(
@@ -30,6 +39,15 @@ CREATE TABLE IF NOT EXISTS usage(
 CREATE INDEX IF NOT EXISTS usage_tenant_start ON usage(tenant, start_unix_ms);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, revoked BOOLEAN NOT NULL DEFAULT false);
+)sql"}, {2, R"sql(
+CREATE TABLE IF NOT EXISTS admin_tenants(
+  name TEXT PRIMARY KEY, rpm DOUBLE PRECISION NOT NULL, tpm DOUBLE PRECISION NOT NULL,
+  max_concurrency INTEGER NOT NULL, priority TEXT NOT NULL, models TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS admin_weights(
+  model TEXT NOT NULL, version TEXT NOT NULL, weight DOUBLE PRECISION NOT NULL, PRIMARY KEY(model, version));
+CREATE TABLE IF NOT EXISTS admin_replicas(
+  model TEXT NOT NULL, version TEXT NOT NULL, url TEXT NOT NULL, removed BOOLEAN NOT NULL,
+  PRIMARY KEY(model, version, url));
 )sql"}};
 
 class SqlUsageStore final : public UsageStore {
@@ -88,6 +106,63 @@ class SqlUsageStore final : public UsageStore {
                          db_->query("load keys", "SELECT id, tenant, hash, revoked FROM api_keys ORDER BY id"));
     std::vector<StoredKey> out;
     for (const store::Row& row : rows) out.push_back({{row.text(0), row.text(1), row.text(2)}, row.int64(3) != 0});
+    return out;
+  }
+
+  Status put_tenant(const TenantConfig& t) override {
+    return db_->exec("put tenant",
+                     "INSERT INTO admin_tenants VALUES(?,?,?,?,?,?) ON CONFLICT (name) DO UPDATE SET rpm = excluded.rpm, "
+                     "tpm = excluded.tpm, max_concurrency = excluded.max_concurrency, priority = excluded.priority, "
+                     "models = excluded.models",
+                     {t.name, t.rpm, t.tpm, int64_t{t.max_concurrency}, std::string(priority_name(t.priority)),
+                      models_to_json(t.models)});
+  }
+
+  Status put_weights(std::span<const StoredWeight> weights) override {
+    return db_->transaction([&]() -> Status {
+      for (const StoredWeight& w : weights) {
+        KOI_RETURN_IF_ERROR(db_->exec("put weights",
+                                      "INSERT INTO admin_weights VALUES(?,?,?) ON CONFLICT (model, version) DO UPDATE "
+                                      "SET weight = excluded.weight",
+                                      {w.model, w.version, w.weight}));
+      }
+      return ok_status();
+    });
+  }
+
+  Status put_replica(const StoredReplica& r) override {
+    return db_->exec("put replica",
+                     "INSERT INTO admin_replicas VALUES(?,?,?,?) ON CONFLICT (model, version, url) DO UPDATE SET "
+                     "removed = excluded.removed",
+                     {r.model, r.version, r.url, int64_t{r.removed}});
+  }
+
+  Result<AdminState> load_admin_state() override {
+    AdminState out;
+    KOI_ASSIGN_OR_RETURN(const std::vector<store::Row> replicas,
+                         db_->query("load replicas",
+                                    "SELECT model, version, url, removed FROM admin_replicas ORDER BY model, version, url"));
+    for (const store::Row& row : replicas) out.replicas.push_back({row.text(0), row.text(1), row.text(2), row.int64(3) != 0});
+    KOI_ASSIGN_OR_RETURN(const std::vector<store::Row> weights,
+                         db_->query("load weights", "SELECT model, version, weight FROM admin_weights ORDER BY model, version"));
+    for (const store::Row& row : weights) out.weights.push_back({row.text(0), row.text(1), row.real(2)});
+    KOI_ASSIGN_OR_RETURN(
+        const std::vector<store::Row> tenants,
+        db_->query("load tenants",
+                   "SELECT name, rpm, tpm, max_concurrency, priority, models FROM admin_tenants ORDER BY name"));
+    for (const store::Row& row : tenants) {
+      TenantConfig t;
+      t.name = row.text(0);
+      t.rpm = row.real(1), t.tpm = row.real(2);
+      t.max_concurrency = static_cast<int>(row.int64(3));
+      auto priority = parse_priority(row.text(4));
+      auto models = models_from_json(row.text(5));
+      if (!priority.ok() || !models.ok()) {
+        return Status::corrupt("usage ledger: admin_tenants row '" + t.name + "' is unreadable; fix or delete it");
+      }
+      t.priority = *priority, t.models = std::move(*models);
+      out.tenants.push_back(std::move(t));
+    }
     return out;
   }
 

@@ -1,6 +1,8 @@
 // API keys, the SQLite ledger and its batching writer, and the usage report.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <future>
 
 #include "base/file.h"
@@ -87,6 +89,52 @@ TEST_F(SqliteStoreTest, RecordsAndKeysSurviveReopening) {
   EXPECT_TRUE((*keys)[1].revoked);
 }
 
+TEST_F(SqliteStoreTest, AnOlderLedgerGainsTheAdminTablesAndTheyRoundTrip) {
+  {  // a ledger from before the admin tables, with one key
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE api_keys(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL, "
+                               "revoked INTEGER NOT NULL DEFAULT 0); INSERT INTO api_keys VALUES('aa', 'acme', 'sha256:x', 0);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto store = open_store(path());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    auto empty = (*store)->load_admin_state();
+    ASSERT_TRUE(empty.ok()) << empty.status().message();
+    EXPECT_TRUE(empty->tenants.empty() && empty->weights.empty() && empty->replicas.empty());
+    TenantConfig t{"acme", 2.5, 1000, 3, Priority::kLow, {"m", "n"}, {}};
+    ASSERT_TRUE((*store)->put_tenant(t).ok());
+    t.rpm = 7;  // replaces the row
+    ASSERT_TRUE((*store)->put_tenant(t).ok());
+    ASSERT_TRUE((*store)->put_weights(std::vector<StoredWeight>{{"m", "v1", 0.1}, {"m", "v2", 99.9}}).ok());
+    ASSERT_TRUE((*store)->put_replica({"m", "v1", "http://127.0.0.1:9001", true}).ok());
+    ASSERT_TRUE((*store)->put_replica({"m", "v3", "http://127.0.0.1:9004", false}).ok());
+  }
+  auto store = open_store(path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->load_keys()->size(), 1u);
+  auto state = (*store)->load_admin_state();
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->tenants.size(), 1u);
+  const TenantConfig& t = state->tenants[0];
+  EXPECT_EQ(t.name, "acme");
+  EXPECT_EQ(t.rpm, 7);
+  EXPECT_EQ(t.tpm, 1000);
+  EXPECT_EQ(t.max_concurrency, 3);
+  EXPECT_EQ(t.priority, Priority::kLow);
+  EXPECT_EQ(t.models, (std::vector<std::string>{"m", "n"}));
+  ASSERT_EQ(state->weights.size(), 2u);
+  EXPECT_EQ(state->weights[0].weight, 0.1);
+  EXPECT_EQ(state->weights[1].weight, 99.9);
+  ASSERT_EQ(state->replicas.size(), 2u);
+  EXPECT_TRUE(state->replicas[0].removed);
+  EXPECT_EQ(state->replicas[1].url, "http://127.0.0.1:9004");
+  EXPECT_FALSE(state->replicas[1].removed);
+}
+
 TEST_F(SqliteStoreTest, OpenFailureNamesThePath) {
   auto store = open_store("/nonexistent-dir/ledger.db");
   ASSERT_FALSE(store.ok());
@@ -130,10 +178,11 @@ TEST_F(SqliteStoreTest, LedgerFromBeforeSchemaVersionsIsAdopted) {
   EXPECT_EQ((*all)[0].request_id, "old");
   EXPECT_TRUE((*all)[0].stream);
   auto db = store::Database::open("ledger", path());
-  auto versions = (*db)->query("read", "SELECT schema_name, version FROM schema_migrations");
-  ASSERT_EQ(versions->size(), 1u);
+  auto versions = (*db)->query("read", "SELECT schema_name, version FROM schema_migrations ORDER BY version");
+  ASSERT_EQ(versions->size(), 2u);  // adopted as v1, then v2 (the admin tables) applied
   EXPECT_EQ((*versions)[0].text(0), "gateway");
   EXPECT_EQ((*versions)[0].int64(1), 1);
+  EXPECT_EQ((*versions)[1].int64(1), 2);
 }
 
 TEST_F(SqliteStoreTest, LedgerCommitsEveryRecordOnceAndCallsBack) {

@@ -4,6 +4,9 @@
 // never starved. adjust() corrects an earlier charge (the real token count at the end of a
 // request) and may also push the bucket into debt. Over any window of T seconds at most
 // burst + rate*T/60 units (plus one oversized take) are admitted.
+// The Fleet gives each tenant's RPM and TPM bucket a burst of its whole per-minute allowance
+// (at least 1), so a tenant may spend a minute's allowance in any pattern (all at once, evenly,
+// in bursts); after an empty bucket it gets the rate back continuously.
 // Times are passed in (from a Clock) so tests are exact. Not thread-safe.
 #pragma once
 

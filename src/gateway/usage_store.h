@@ -1,9 +1,11 @@
-// UsageStore: the metering ledger, one row per request keyed by the request id, and the API
-// keys issued at run time, in a store::Database (store/database.h): SQLite, the embedded
-// default ("sqlite:PATH" or a plain path; WAL, synchronous=NORMAL: a committed transaction
-// survives a crash of the gateway process, not a power loss of the machine), or PostgreSQL
-// ("postgres://..." or "postgresql://..."). One implementation serves both; its tables are
-// the schema "gateway" of the database's schema_migrations.
+// UsageStore: the metering ledger, one row per request keyed by the request id, the API
+// keys issued at run time, and the fleet changes made through the admin API (tenants, traffic
+// weights, replicas added or removed), which Gateway::start applies over the YAML config so
+// they survive a restart (docs/gateway.md). It lives in a store::Database (store/database.h):
+// SQLite, the embedded default ("sqlite:PATH" or a plain path; WAL, synchronous=NORMAL: a
+// committed transaction survives a crash of the gateway process, not a power loss of the
+// machine), or PostgreSQL ("postgres://..." or "postgresql://..."). One implementation
+// serves both; its tables are the schema "gateway" of the database's schema_migrations.
 // append() inserts a batch in one transaction and skips a request id that is already stored
 // (INSERT ... ON CONFLICT DO NOTHING), so retrying a batch never duplicates a record.
 // Thread-safe (the database serializes calls); errors name the store and the operation.
@@ -26,6 +28,7 @@
 
 #include "base/status.h"
 #include "gateway/api_keys.h"
+#include "gateway/config.h"
 #include "store/database.h"
 
 namespace koi::gateway {
@@ -52,6 +55,24 @@ struct StoredKey {
   bool revoked = false;
 };
 
+// A replica the admin API added (removed = false) or removed (also one from the config file).
+struct StoredReplica {
+  std::string model, version, url;
+  bool removed = false;
+};
+
+struct StoredWeight {
+  std::string model, version;
+  double weight = 0;
+};
+
+// Everything the admin API changed, in the order Gateway::start applies it.
+struct AdminState {
+  std::vector<StoredReplica> replicas;  // by model, version, url
+  std::vector<StoredWeight> weights;    // by model, version
+  std::vector<TenantConfig> tenants;    // by name; no keys (those are in the key table)
+};
+
 class UsageStore {
  public:
   virtual ~UsageStore() = default;
@@ -62,7 +83,16 @@ class UsageStore {
   // Marks a key revoked (also a key that came from the config file, by id).
   virtual Status revoke_key(const std::string& id) = 0;
   virtual Result<std::vector<StoredKey>> load_keys() = 0;
+  // The admin API's changes, each replacing an earlier one for the same name.
+  virtual Status put_tenant(const TenantConfig& tenant) = 0;  // keys are not stored
+  virtual Status put_weights(std::span<const StoredWeight> weights) = 0;  // one transaction
+  virtual Status put_replica(const StoredReplica& replica) = 0;
+  virtual Result<AdminState> load_admin_state() = 0;
 };
+
+// How the store keeps a tenant's allowed models in one text column: a JSON array of strings.
+std::string models_to_json(const std::vector<std::string>& models);
+Result<std::vector<std::string>> models_from_json(const std::string& text);
 
 // Opens the ledger at `spec` (store::Database::open) and brings its schema up to date; with
 // options.read_only it is only checked ({.read_only = true, .must_exist = true} for a reader

@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "base/file.h"
 #include "base/random.h"
+#include "model/loader.h"
 
 namespace koi::model {
 namespace {
@@ -680,6 +681,84 @@ TEST_F(GgufTest, KoiReadsWhatTheIndependentWriterWrote) {
   dequantize_row(qv.type, qv.data, q, 32);
   for (int idx = 0; idx < 32; ++idx) EXPECT_EQ(q[idx], 0.5f * (idx - 16));
   EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->offset, 128u);
+}
+
+}  // namespace
+}  // namespace koi::model
+
+namespace koi::model {
+namespace {
+
+// A GGUF with the llama settings of a tiny model (dim 64, 8 heads of 8, 4 KV heads, vocab
+// 32) plus `extra` metadata, as config_from_gguf reads it.
+Result<ModelConfig> tiny_config(const std::string& path, const std::function<void(GgufWriter&)>& extra) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.embedding_length", 64);
+  w.set_u32("llama.block_count", 2);
+  w.set_u32("llama.feed_forward_length", 128);
+  w.set_u32("llama.attention.head_count", 8);
+  w.set_u32("llama.attention.head_count_kv", 4);
+  w.set_u32("llama.rope.dimension_count", 8);
+  extra(w);
+  std::vector<float> embd(64 * 32, 0.0f);
+  w.add_tensor("token_embd.weight", DType::kF32, {64, 32}, embd.data());
+  KOI_RETURN_IF_ERROR(w.write(path));
+  KOI_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(path));
+  return config_from_gguf(g);
+}
+
+TEST_F(GgufTest, EveryModelSettingIsRangeCheckedNamingTheKey) {
+  const std::string p = path("m.gguf");
+  struct Case {
+    std::function<void(GgufWriter&)> extra;
+    std::string error;  // "" when the file must load
+  };
+  const Case cases[] = {
+      {[](GgufWriter&) {}, ""},
+      {[](GgufWriter& w) { w.set_u32("llama.rope.dimension_count", 0); },
+       p + ": llama.rope.dimension_count must be even, positive and at most the head dimension (8), got 0"},
+      {[](GgufWriter& w) { w.set_u32("llama.rope.dimension_count", 999); },
+       p + ": llama.rope.dimension_count must be even, positive and at most the head dimension (8), got 999"},
+      {[](GgufWriter& w) { w.set_u32("llama.rope.dimension_count", 7); },
+       p + ": llama.rope.dimension_count must be even, positive and at most the head dimension (8), got 7"},
+      {[](GgufWriter& w) { w.set_u32("llama.rope.dimension_count", 4); },
+       p + ": llama.rope.dimension_count is 4 of a head dimension of 8; Koi rotates whole heads and does not run partial "
+           "rotary embeddings"},
+      {[](GgufWriter& w) { w.set_u32("llama.embedding_length", 0); },
+       p + ": llama.embedding_length must be an integer from 1 to 16777216, got 0"},
+      {[](GgufWriter& w) { w.set_u64("llama.embedding_length", uint64_t{1} << 40); },
+       p + ": llama.embedding_length must be an integer from 1 to 16777216, got 1099511627776"},
+      {[](GgufWriter& w) { w.set_i32("llama.block_count", -3); },
+       p + ": llama.block_count must be an integer from 1 to 16777216, got -3"},
+      {[](GgufWriter& w) { w.set_u32("llama.attention.head_count_kv", 3); },
+       p + ": llama.attention.head_count_kv (3) must divide llama.attention.head_count (8)"},
+      {[](GgufWriter& w) { w.set_u32("llama.attention.head_count", 7); },
+       p + ": llama.attention.head_count_kv (4) must divide llama.attention.head_count (7)"},
+      {[](GgufWriter& w) { w.set_u32("llama.attention.head_count", 6), w.set_u32("llama.attention.head_count_kv", 6); },
+       p + ": llama.embedding_length (64) must be a multiple of llama.attention.head_count (6), or give "
+           "llama.attention.key_length"},
+      {[](GgufWriter& w) { w.set_u32("llama.attention.key_length", 9); },
+       p + ": llama.attention.key_length (9) must be even: rope rotates pairs"},
+      {[](GgufWriter& w) { w.set_u32("llama.attention.key_length", 1 << 22); },
+       p + ": llama.attention.key_length * llama.attention.head_count = 33554432 is more than 16777216"},
+      {[](GgufWriter& w) { w.set_u32("llama.context_length", 0); },
+       p + ": llama.context_length must be an integer from 1 to 16777216, got 0"},
+      {[](GgufWriter& w) { w.set_f32("llama.rope.freq_base", -1.0f); }, p + ": llama.rope.freq_base must be a positive number, got -1"},
+      {[](GgufWriter& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", 0.0f); },
+       p + ": llama.attention.layer_norm_rms_epsilon must be a positive number, got 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    auto config = tiny_config(p, c.extra);
+    if (c.error.empty()) {
+      ASSERT_TRUE(config.ok()) << config.status().message();
+      EXPECT_EQ(config->head_dim, 8);
+      EXPECT_EQ(config->n_vocab, 32);
+    } else {
+      EXPECT_EQ(config.status().message(), c.error);
+    }
+  }
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 
 #include <boost/json.hpp>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "base/file.h"
 #include "model/gguf.h"
@@ -16,6 +20,52 @@ namespace {
 namespace json = boost::json;
 
 constexpr char kGgufMagic[] = "GGUF";
+
+// The largest size, count or length Koi reads from a model file (2^24: 16M); products of two
+// (head_dim * heads) are checked against it too, so nothing downstream overflows an int.
+constexpr int64_t kMaxSetting = int64_t{1} << 24;
+
+// An integer setting read from `file` under `key`, range-checked as int64 before it is
+// narrowed to int.
+Result<int> setting(const std::string& file, std::string_view key, int64_t value, int64_t min = 1) {
+  if (value < min || value > kMaxSetting) {
+    return Status::invalid_argument(file + ": " + std::string(key) + " must be an integer from " + std::to_string(min) +
+                                    " to " + std::to_string(kMaxSetting) + ", got " + std::to_string(value));
+  }
+  return static_cast<int>(value);
+}
+
+// A real-valued setting that must be finite and > 0 (rope theta, norm epsilon, scaling factors).
+Status positive(const std::string& file, std::string_view key, double value) {
+  if (!(value > 0) || !std::isfinite(value)) {
+    return Status::invalid_argument(file + ": " + std::string(key) + " must be a positive number, got " + fmt::format("{}", value));
+  }
+  return ok_status();
+}
+
+// How one file format names the settings that must agree with each other.
+struct HeadKeys {
+  std::string dim, heads, kv_heads, head_dim;
+};
+
+// Heads and dimensions agree: key/value heads divide the heads, the head dimension is even
+// (rope rotates pairs), a head dimension derived from dim / heads divides evenly, and the
+// query and key/value widths stay in range.
+Status check_heads(const std::string& file, const HeadKeys& k, const ModelConfig& c, bool head_dim_given) {
+  auto bad = [&](const std::string& what) { return Status::invalid_argument(file + ": " + what); };
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return bad(fmt::format("{} ({}) must divide {} ({})", k.kv_heads, c.n_kv_heads, k.heads, c.n_heads));
+  }
+  if (!head_dim_given && c.dim % c.n_heads != 0) {
+    return bad(fmt::format("{} ({}) must be a multiple of {} ({}), or give {}", k.dim, c.dim, k.heads, c.n_heads, k.head_dim));
+  }
+  if (c.head_dim % 2 != 0) return bad(fmt::format("{} ({}) must be even: rope rotates pairs", k.head_dim, c.head_dim));
+  if (static_cast<int64_t>(c.head_dim) * c.n_heads > kMaxSetting) {
+    return bad(fmt::format("{} * {} = {} is more than {}", k.head_dim, k.heads, static_cast<int64_t>(c.head_dim) * c.n_heads,
+                           kMaxSetting));
+  }
+  return ok_status();
+}
 
 // Where each tensor lives in the two naming schemes: GGUF (llama.cpp) and Hugging Face.
 struct TensorNames {
@@ -105,30 +155,53 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
     return Status::unsupported(g.path() + ": architecture '" + arch +
                                "' is not supported; Koi runs GGUF architectures llama and qwen2");
   }
-  auto get_int = [&](const std::string& key) { return g.get_int(arch + "." + key); };
-  KOI_ASSIGN_OR_RETURN(int64_t dim, get_int("embedding_length"));
-  KOI_ASSIGN_OR_RETURN(int64_t layers, get_int("block_count"));
-  KOI_ASSIGN_OR_RETURN(int64_t ffn, get_int("feed_forward_length"));
-  KOI_ASSIGN_OR_RETURN(int64_t heads, get_int("attention.head_count"));
-  c.dim = static_cast<int>(dim);
-  c.n_layers = static_cast<int>(layers);
-  c.ffn_dim = static_cast<int>(ffn);
-  c.n_heads = static_cast<int>(heads);
-  auto kv_heads = get_int("attention.head_count_kv");
-  c.n_kv_heads = kv_heads.ok() ? static_cast<int>(*kv_heads) : c.n_heads;
-  auto ctx = get_int("context_length");
-  if (ctx.ok()) c.max_seq_len = static_cast<int>(*ctx);
-  auto key_len = get_int("attention.key_length");
-  c.head_dim = key_len.ok() ? static_cast<int>(*key_len) : (c.n_heads > 0 ? c.dim / c.n_heads : 0);
-  auto eps = g.get_float(arch + ".attention.layer_norm_rms_epsilon");
-  if (eps.ok()) c.norm_eps = static_cast<float>(*eps);
-  auto theta = g.get_float(arch + ".rope.freq_base");
-  if (theta.ok()) c.rope_theta = static_cast<float>(*theta);
+  const std::string& file = g.path();
+  // An integer setting: required ones must be there, optional ones keep `fallback`.
+  auto get_int = [&](const std::string& key, std::optional<int> fallback = std::nullopt) -> Result<int> {
+    const std::string full = arch + "." + key;
+    if (fallback && !g.has(full)) return *fallback;
+    KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int(full));
+    return setting(file, full, v);
+  };
+  auto get_positive = [&](const std::string& key, float* out) -> Status {
+    const std::string full = arch + "." + key;
+    if (!g.has(full)) return ok_status();
+    KOI_ASSIGN_OR_RETURN(double v, g.get_float(full));
+    KOI_RETURN_IF_ERROR(positive(file, full, v));
+    *out = static_cast<float>(v);
+    return ok_status();
+  };
+  KOI_ASSIGN_OR_RETURN(c.dim, get_int("embedding_length"));
+  KOI_ASSIGN_OR_RETURN(c.n_layers, get_int("block_count"));
+  KOI_ASSIGN_OR_RETURN(c.ffn_dim, get_int("feed_forward_length"));
+  KOI_ASSIGN_OR_RETURN(c.n_heads, get_int("attention.head_count"));
+  KOI_ASSIGN_OR_RETURN(c.n_kv_heads, get_int("attention.head_count_kv", c.n_heads));
+  KOI_ASSIGN_OR_RETURN(c.max_seq_len, get_int("context_length", c.max_seq_len));
+  const bool head_dim_given = g.has(arch + ".attention.key_length");
+  KOI_ASSIGN_OR_RETURN(c.head_dim, get_int("attention.key_length", c.dim / c.n_heads));
+  KOI_RETURN_IF_ERROR(check_heads(file, {arch + ".embedding_length", arch + ".attention.head_count",
+                                         arch + ".attention.head_count_kv", arch + ".attention.key_length"},
+                                  c, head_dim_given));
+  if (g.has(arch + ".rope.dimension_count")) {
+    const std::string key = arch + ".rope.dimension_count";
+    KOI_ASSIGN_OR_RETURN(int64_t rope_dim, g.get_int(key));
+    if (rope_dim <= 0 || rope_dim % 2 != 0 || rope_dim > c.head_dim) {
+      return Status::invalid_argument(fmt::format("{}: {} must be even, positive and at most the head dimension ({}), got {}",
+                                                  file, key, c.head_dim, rope_dim));
+    }
+    if (rope_dim != c.head_dim) {
+      return Status::unsupported(fmt::format("{}: {} is {} of a head dimension of {}; Koi rotates whole heads and does not "
+                                             "run partial rotary embeddings",
+                                             file, key, rope_dim, c.head_dim));
+    }
+  }
+  KOI_RETURN_IF_ERROR(get_positive("attention.layer_norm_rms_epsilon", &c.norm_eps));
+  KOI_RETURN_IF_ERROR(get_positive("rope.freq_base", &c.rope_theta));
   c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
   c.qkv_bias = arch == "qwen2";
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
-  c.n_vocab = static_cast<int>(embd->view.ne[1]);
+  KOI_ASSIGN_OR_RETURN(c.n_vocab, setting(file, "the rows of token_embd.weight (the vocabulary)", embd->view.ne[1]));
   c.tied_embeddings = g.find_tensor(kOutput.gguf) == nullptr;
   if (const GgufTensorInfo* rf = g.find_tensor("rope_freqs.weight")) {
     if (rf->view.type != DType::kF32) return Status::corrupt(g.path() + ": rope_freqs.weight must be f32");
@@ -173,10 +246,26 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
     if (v->is_double()) return v->as_double();
     return std::nullopt;
   };
-  auto require = [&](const char* key) -> Result<int> {
-    auto v = num(key);
-    if (!v) return Status::corrupt(file_name + ": missing or non-numeric field \"" + std::string(key) + "\"");
-    return static_cast<int>(*v);
+  // An integer setting, range-checked before it is narrowed; `fallback` when it is absent.
+  auto integer = [&](const char* key, std::optional<int> fallback = std::nullopt) -> Result<int> {
+    const json::value* v = o.if_contains(key);
+    if ((v == nullptr || v->is_null()) && fallback) return *fallback;
+    auto n = num(key);
+    if (!n) return Status::corrupt(file_name + ": missing or non-numeric field \"" + std::string(key) + "\"");
+    if (*n != std::floor(*n) || std::fabs(*n) > 9e18) {
+      return Status::invalid_argument(file_name + ": " + key + " must be an integer, got " + json::serialize(*v));
+    }
+    return setting(file_name, key, static_cast<int64_t>(*n));
+  };
+  auto real = [&](const char* key, double fallback, float* out) -> Status {
+    const json::value* v = o.if_contains(key);
+    if (v != nullptr && !v->is_null() && !num(key)) {
+      return Status::invalid_argument(file_name + ": " + key + " must be a number, got " + json::serialize(*v));
+    }
+    const double x = num(key).value_or(fallback);
+    KOI_RETURN_IF_ERROR(positive(file_name, key, x));
+    *out = static_cast<float>(x);
+    return ok_status();
   };
   ModelConfig c;
   std::string arch_name;
@@ -196,16 +285,19 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
     return Status::unsupported(file_name + ": architecture '" + arch_name +
                                "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM");
   }
-  KOI_ASSIGN_OR_RETURN(c.dim, require("hidden_size"));
-  KOI_ASSIGN_OR_RETURN(c.n_layers, require("num_hidden_layers"));
-  KOI_ASSIGN_OR_RETURN(c.n_heads, require("num_attention_heads"));
-  KOI_ASSIGN_OR_RETURN(c.ffn_dim, require("intermediate_size"));
-  KOI_ASSIGN_OR_RETURN(c.n_vocab, require("vocab_size"));
-  c.n_kv_heads = static_cast<int>(num("num_key_value_heads").value_or(c.n_heads));
-  c.head_dim = static_cast<int>(num("head_dim").value_or(c.n_heads > 0 ? c.dim / c.n_heads : 0));
-  c.max_seq_len = static_cast<int>(num("max_position_embeddings").value_or(2048));
-  c.norm_eps = static_cast<float>(num("rms_norm_eps").value_or(1e-6));
-  c.rope_theta = static_cast<float>(num("rope_theta").value_or(10000.0));
+  KOI_ASSIGN_OR_RETURN(c.dim, integer("hidden_size"));
+  KOI_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers"));
+  KOI_ASSIGN_OR_RETURN(c.n_heads, integer("num_attention_heads"));
+  KOI_ASSIGN_OR_RETURN(c.ffn_dim, integer("intermediate_size"));
+  KOI_ASSIGN_OR_RETURN(c.n_vocab, integer("vocab_size"));
+  KOI_ASSIGN_OR_RETURN(c.n_kv_heads, integer("num_key_value_heads", c.n_heads));
+  const bool head_dim_given = num("head_dim").has_value();
+  KOI_ASSIGN_OR_RETURN(c.head_dim, integer("head_dim", c.dim / c.n_heads));
+  KOI_ASSIGN_OR_RETURN(c.max_seq_len, integer("max_position_embeddings", 2048));
+  KOI_RETURN_IF_ERROR(check_heads(file_name, {"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"}, c,
+                                  head_dim_given));
+  KOI_RETURN_IF_ERROR(real("rms_norm_eps", 1e-6, &c.norm_eps));
+  KOI_RETURN_IF_ERROR(real("rope_theta", 10000.0, &c.rope_theta));
   if (const json::value* b = o.if_contains("attention_bias"); b && b->is_bool() && b->as_bool()) c.qkv_bias = true;
   if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tied_embeddings = t->as_bool();
   c.rope_style = kernels::RopeStyle::kNeox;
@@ -215,19 +307,32 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
     for (const char* k : {"rope_type", "type"}) {
       if (const json::value* v = r.if_contains(k); v && v->is_string()) type = std::string(v->as_string());
     }
-    auto rnum = [&](const char* key, double def) {
+    // A rope_scaling number, which must be there as a number if given, and > 0.
+    auto rnum = [&](const char* key, double def) -> Result<double> {
       const json::value* v = r.if_contains(key);
       if (v == nullptr) return def;
-      if (v->is_double()) return v->as_double();
-      if (v->is_int64()) return static_cast<double>(v->as_int64());
-      return def;
+      const std::string name = std::string("rope_scaling.") + key;
+      if (!v->is_number()) return Status::invalid_argument(file_name + ": " + name + " must be a number, got " + json::serialize(*v));
+      KOI_RETURN_IF_ERROR(positive(file_name, name, v->to_number<double>()));
+      return v->to_number<double>();
     };
     if (type == "llama3") {
-      c.rope_scaling.enabled = true;
-      c.rope_scaling.factor = static_cast<float>(rnum("factor", 8.0));
-      c.rope_scaling.low_freq_factor = static_cast<float>(rnum("low_freq_factor", 1.0));
-      c.rope_scaling.high_freq_factor = static_cast<float>(rnum("high_freq_factor", 4.0));
-      c.rope_scaling.original_max_position = static_cast<int>(rnum("original_max_position_embeddings", 8192));
+      RopeScaling& rs = c.rope_scaling;
+      rs.enabled = true;
+      KOI_ASSIGN_OR_RETURN(double factor, rnum("factor", 8.0));
+      KOI_ASSIGN_OR_RETURN(double low, rnum("low_freq_factor", 1.0));
+      KOI_ASSIGN_OR_RETURN(double high, rnum("high_freq_factor", 4.0));
+      KOI_ASSIGN_OR_RETURN(double original, rnum("original_max_position_embeddings", 8192));
+      if (!(high > low)) {
+        return Status::invalid_argument(fmt::format("{}: rope_scaling.high_freq_factor ({}) must be greater than "
+                                                    "rope_scaling.low_freq_factor ({})", file_name, high, low));
+      }
+      if (original != std::floor(original) || original > static_cast<double>(kMaxSetting)) {
+        return Status::invalid_argument(fmt::format("{}: rope_scaling.original_max_position_embeddings must be an integer from "
+                                                    "1 to {}, got {}", file_name, kMaxSetting, original));
+      }
+      rs.factor = static_cast<float>(factor), rs.low_freq_factor = static_cast<float>(low);
+      rs.high_freq_factor = static_cast<float>(high), rs.original_max_position = static_cast<int>(original);
     } else if (!type.empty() && type != "default") {
       return Status::unsupported(file_name + ": rope_scaling type '" + type + "' is not supported (only llama3)");
     }

@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <boost/json.hpp>
 #include <cstring>
 
 #include "base/check.h"
 #include "base/file.h"
 #include "base/random.h"
+#include "model/loader.h"
 
 namespace koi::model {
 namespace {
@@ -403,6 +405,68 @@ TEST_F(SafetensorsTest, AgreesWithPyTorchBothWays) {
   const uint16_t* head_bits = static_cast<const uint16_t*>(head->view.data);
   EXPECT_EQ(std::vector<uint16_t>(head_bits, head_bits + 6), s.head);  // and bf16
   EXPECT_EQ(f->find("scale")->view.f32()[0], 2.5f);
+}
+
+}  // namespace
+}  // namespace koi::model
+
+namespace koi::model {
+namespace {
+
+// config.json of a tiny Llama (dim 64, 8 heads, 4 KV heads) with `fields` added or replaced.
+std::string hf_config(const std::string& fields) {
+  std::string base = R"("architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 32)";
+  boost::json::object o = boost::json::parse("{" + base + "}").as_object();
+  if (!fields.empty()) {
+    const boost::json::value extra = boost::json::parse("{" + fields + "}");
+    for (const auto& kv : extra.as_object()) o[kv.key()] = kv.value();
+  }
+  return boost::json::serialize(o);
+}
+
+TEST(HfConfig, EveryModelSettingIsRangeCheckedNamingTheKey) {
+  struct Case {
+    std::string fields;
+    std::string error;  // "" when the config must load
+  };
+  const Case cases[] = {
+      {"", ""},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1, "high_freq_factor": 4,
+          "original_max_position_embeddings": 8192})", ""},
+      {R"("hidden_size": 1099511627776)", "config.json: hidden_size must be an integer from 1 to 16777216, got 1099511627776"},
+      {R"("hidden_size": 0)", "config.json: hidden_size must be an integer from 1 to 16777216, got 0"},
+      {R"("hidden_size": 64.5)", "config.json: hidden_size must be an integer, got 6.45E1"},
+      {R"("vocab_size": -1)", "config.json: vocab_size must be an integer from 1 to 16777216, got -1"},
+      {R"("num_hidden_layers": 0)", "config.json: num_hidden_layers must be an integer from 1 to 16777216, got 0"},
+      {R"("intermediate_size": 99999999999)", "config.json: intermediate_size must be an integer from 1 to 16777216, got 99999999999"},
+      {R"("num_key_value_heads": 3)", "config.json: num_key_value_heads (3) must divide num_attention_heads (8)"},
+      {R"("num_key_value_heads": 0)", "config.json: num_key_value_heads must be an integer from 1 to 16777216, got 0"},
+      {R"("num_attention_heads": 6, "num_key_value_heads": 6)",
+       "config.json: hidden_size (64) must be a multiple of num_attention_heads (6), or give head_dim"},
+      {R"("head_dim": 7)", "config.json: head_dim (7) must be even: rope rotates pairs"},
+      {R"("head_dim": 4194304)", "config.json: head_dim * num_attention_heads = 33554432 is more than 16777216"},
+      {R"("max_position_embeddings": 0)", "config.json: max_position_embeddings must be an integer from 1 to 16777216, got 0"},
+      {R"("rope_theta": -5)", "config.json: rope_theta must be a positive number, got -5"},
+      {R"("rope_theta": "big")", "config.json: rope_theta must be a number, got \"big\""},
+      {R"("rms_norm_eps": 0)", "config.json: rms_norm_eps must be a positive number, got 0"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": -1})", "config.json: rope_scaling.factor must be a positive number, got -1"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": "8"})", "config.json: rope_scaling.factor must be a number, got \"8\""},
+      {R"("rope_scaling": {"rope_type": "llama3", "low_freq_factor": 4, "high_freq_factor": 4})",
+       "config.json: rope_scaling.high_freq_factor (4) must be greater than rope_scaling.low_freq_factor (4)"},
+      {R"("rope_scaling": {"rope_type": "llama3", "original_max_position_embeddings": 0})",
+       "config.json: rope_scaling.original_max_position_embeddings must be a positive number, got 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fields);
+    auto config = parse_hf_config(hf_config(c.fields), "config.json");
+    if (c.error.empty()) {
+      ASSERT_TRUE(config.ok()) << config.status().message();
+      EXPECT_EQ(config->head_dim, 8);
+    } else {
+      EXPECT_EQ(config.status().message(), c.error);
+    }
+  }
 }
 
 }  // namespace

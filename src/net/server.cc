@@ -29,6 +29,8 @@ using boost::system::error_code;
 namespace {
 
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
+// Accepted connections beyond the cap that may wait for their worker to shed an idle one.
+constexpr int kAcceptSlack = 64;
 
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
@@ -307,7 +309,7 @@ Result<int> Server::listen() {
   }
   // Leave descriptors for model files, the store and upstream connections.
   const int64_t fd_limit = raise_fd_limit();
-  const int64_t room = std::max<int64_t>(16, fd_limit - 256);
+  const int64_t room = std::max<int64_t>(16, fd_limit - 256 - kAcceptSlack);
   if (s.options.max_connections > room) {
     log::info("http: max connections {} capped at {} (file descriptor limit {})", s.options.max_connections, room, fd_limit);
     s.options.max_connections = static_cast<int>(room);
@@ -364,6 +366,13 @@ asio::io_context& Server::context() { return impl_->workers[0]->io; }
 awaitable<void> Server::Impl::accept_loop() {
   asio::steady_timer backoff(workers[0]->io);
   for (;;) {
+    // Sockets accepted but not yet started by their worker count too; when workers lag that
+    // far behind, new connections wait in the kernel's backlog instead of taking descriptors.
+    if (open.load() >= options.max_connections + kAcceptSlack) {
+      backoff.expires_after(std::chrono::milliseconds(1));
+      co_await backoff.async_wait(kAwait);
+      continue;
+    }
     Worker& w = *workers[next_worker++ % workers.size()];
     auto [ec, socket] = co_await acceptor.async_accept(w.io, kAwait);
     if (ec) {
@@ -376,6 +385,7 @@ awaitable<void> Server::Impl::accept_loop() {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    ++open;  // counted from accept; the session's end gives it back
     asio::co_spawn(w.io, session(w, std::move(socket)), log_exception);
   }
 }
@@ -443,7 +453,7 @@ awaitable<void> Server::Impl::session(Worker& w, tcp::socket socket) {
     std::atomic<int>& n;
     ~Count() { --n; }
   } count{open};
-  if (++open > options.max_connections && !evict_one(w, c)) {
+  if (open.load() > options.max_connections && !evict_one(w, c)) {
     co_await send_error(c, 11, 503, "the server is at its connection limit; retry shortly", "too_many_connections");
   } else {
     beast::flat_buffer buf;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/block_hash.h"
+
 namespace koi::serve {
 namespace json = boost::json;
 
@@ -155,7 +157,22 @@ bool parse_token_ids(const json::array& arr, std::vector<int32_t>* out) {
   return true;
 }
 
-bool parse_prompts(FieldReader& f, std::vector<Prompt>* out) {
+// Reads the token ids of `arr`, the value of parameter `param` at `where` ("prompt[1]"); an
+// element that is not an integer in [0, n_vocab) is an error naming it ("prompt[1][3]").
+bool read_token_ids(FieldReader& f, std::string_view param, const std::string& where, const json::array& arr,
+                    int32_t n_vocab, std::vector<int32_t>* out) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json::value& t = arr[i];
+    if (!t.is_int64() || t.as_int64() < 0 || t.as_int64() >= n_vocab) {
+      return f.fail(param, fmt::format("{}[{}] must be a token id in [0, {}), got {}", where, i, n_vocab,
+                                       json::serialize(t)));
+    }
+    out->push_back(static_cast<int32_t>(t.as_int64()));
+  }
+  return true;
+}
+
+bool parse_prompts(FieldReader& f, int32_t n_vocab, std::vector<Prompt>* out) {
   const json::value* v = f.take("prompt");
   if (!v) return f.fail("prompt", "'prompt' is required: a string, an array of strings, or token ids");
   const char* kWant = "'prompt' must be a string, an array of strings, an array of token ids or an array of those";
@@ -165,16 +182,21 @@ bool parse_prompts(FieldReader& f, std::vector<Prompt>* out) {
   }
   if (!v->is_array() || v->as_array().empty()) return f.fail("prompt", kWant);
   const json::array& arr = v->as_array();
-  Prompt tokens{{}, {}, true};
-  if (parse_token_ids(arr, &tokens.token_ids)) {
+  if (arr.front().is_number()) {  // one prompt of token ids
+    Prompt tokens{{}, {}, true};
+    if (!read_token_ids(f, "prompt", "prompt", arr, n_vocab, &tokens.token_ids)) return false;
     out->push_back(std::move(tokens));
     return true;
   }
-  for (const auto& item : arr) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json::value& item = arr[i];
     Prompt p;
     if (item.is_string()) {
       p.text = std::string(item.as_string());
-    } else if (item.is_array() && !item.as_array().empty() && parse_token_ids(item.as_array(), &p.token_ids)) {
+    } else if (item.is_array() && !item.as_array().empty()) {
+      if (!read_token_ids(f, "prompt", fmt::format("prompt[{}]", i), item.as_array(), n_vocab, &p.token_ids)) {
+        return false;
+      }
       p.is_tokens = true;
     } else {
       return f.fail("prompt", kWant);
@@ -306,7 +328,8 @@ bool parse_response_format(FieldReader& f) {
 
 }  // namespace
 
-std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, GenerateRequest* out) {
+std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, int32_t n_vocab,
+                                               GenerateRequest* out) {
   json::value root;
   if (auto e = parse_object(body, &root)) return e;
   FieldReader f(root.as_object());
@@ -320,7 +343,7 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   if (chat) {
     parse_messages(f, &r.messages);
   } else {
-    parse_prompts(f, &r.prompts);
+    parse_prompts(f, n_vocab, &r.prompts);
   }
   const int kMaxInt = std::numeric_limits<int>::max();
   int64_t seed = 0;
@@ -344,8 +367,10 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   }
   parse_stop(f, &p.stop);
   if (const json::value* ids = f.take("stop_token_ids")) {
-    if (!ids->is_array() || !parse_token_ids(ids->as_array(), &p.stop_token_ids)) {
+    if (!ids->is_array()) {
       f.fail("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    } else {
+      read_token_ids(f, "stop_token_ids", "stop_token_ids", ids->as_array(), n_vocab, &p.stop_token_ids);
     }
   }
   f.get_bool("ignore_eos", &p.ignore_eos);
@@ -354,6 +379,12 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   parse_stream_options(f, r.stream, &r.include_usage, &r.continuous_usage);
   std::string user;
   f.get_string("user", &user);
+  f.get_int("priority", std::numeric_limits<int>::min(), kMaxInt, &r.priority);
+  std::string cache_salt;
+  if (f.take("cache_salt") && f.get_string("cache_salt", &cache_salt)) {
+    if (cache_salt.empty()) f.fail("cache_salt", "'cache_salt' must be a non-empty string");
+    r.cache_key = engine::cache_key_for_salt(cache_salt);
+  }
   if (chat) {
     bool logprobs = false;
     int top_logprobs = -1;

@@ -3,8 +3,9 @@
 // past this file sees JSON; in particular the engine thread never does.
 //
 // Parsing is strict where OpenAI is strict: wrong types, out-of-range values and unknown
-// fields are errors, each an ApiError naming the parameter. Koi's extra sampling fields
-// (top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids) are accepted as vLLM does.
+// fields are errors, each an ApiError naming the parameter. Koi's extra fields are accepted
+// as vLLM does: sampling (top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids),
+// priority (an integer, lower runs first) and cache_salt (prefix-cache isolation).
 // Pure functions; thread-safe.
 #pragma once
 
@@ -60,10 +61,14 @@ struct GenerateRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM's): usage in every chunk
+  int priority = 0;               // engine::RequestSpec::priority: lower runs first
+  uint64_t cache_key = 0;         // engine::RequestSpec::cache_key, from cache_salt (0: none)
 };
 
-// Parses a request body. Returns the error to send when the body is not acceptable.
-std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, GenerateRequest* out);
+// Parses a request body; token ids (prompt, stop_token_ids) must be below n_vocab. Returns
+// the error to send when the body is not acceptable.
+std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, int32_t n_vocab,
+                                               GenerateRequest* out);
 
 // /tokenize: {"prompt": "..."} or {"messages": [...]}; /detokenize: {"tokens": [...]}.
 struct TokenizeRequest {

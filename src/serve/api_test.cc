@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/block_hash.h"
+
 namespace koi::serve {
 namespace {
 
+constexpr int32_t kVocab = 512;
+
 std::optional<ApiError> parse(ApiKind kind, std::string_view body, GenerateRequest* out) {
-  return parse_generate_request(kind, body, out);
+  return parse_generate_request(kind, body, kVocab, out);
 }
 
 TEST(ApiTest, CompletionFieldsBecomeSamplingParams) {
@@ -59,6 +63,24 @@ TEST(ApiTest, ChatMessagesAndLogprobs) {
   EXPECT_EQ(r.params.logprobs, 3);
 }
 
+TEST(ApiTest, PriorityAndCacheSaltReachTheEngineRequest) {
+  GenerateRequest r;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":"x"})", &r));
+  EXPECT_EQ(r.priority, 0);
+  EXPECT_EQ(r.cache_key, 0u);
+  GenerateRequest urgent;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":"x","priority":-5,"cache_salt":"tenant-a"})", &urgent));
+  EXPECT_EQ(urgent.priority, -5);
+  EXPECT_EQ(urgent.cache_key, engine::cache_key_for_salt("tenant-a"));
+  GenerateRequest chat;
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"priority":3,
+                                        "cache_salt":"tenant-b"})",
+                     &chat));
+  EXPECT_EQ(chat.priority, 3);
+  EXPECT_EQ(chat.cache_key, engine::cache_key_for_salt("tenant-b"));
+  EXPECT_NE(chat.cache_key, urgent.cache_key);
+}
+
 struct BadCase {
   ApiKind kind;
   const char* body;
@@ -89,6 +111,26 @@ TEST(ApiTest, BadBodiesNameTheParameter) {
        "response_format", "response_format type 'json_object' is not supported yet"},
       {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs",
        "'top_logprobs' requires 'logprobs' to be true"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":[[1,2,3,-5]]})", "prompt",
+       "prompt[0][3] must be a token id in [0, 512), got -5"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":[1,1.5]})", "prompt",
+       "prompt[1] must be a token id in [0, 512), got 1.5"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":["a",[7,512]]})", "prompt",
+       "prompt[1][1] must be a token id in [0, 512), got 512"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":[3,"a"]})", "prompt",
+       "prompt[1] must be a token id in [0, 512), got \"a\""},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","stop_token_ids":[2,-1]})", "stop_token_ids",
+       "stop_token_ids[1] must be a token id in [0, 512), got -1"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","priority":1.5})", "priority",
+       "'priority' must be an integer, got a number"},
+      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"priority":"high"})", "priority",
+       "'priority' must be an integer, got a string"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","priority":1e12})", "priority",
+       "'priority' must be an integer"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","cache_salt":""})", "cache_salt",
+       "'cache_salt' must be a non-empty string"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","cache_salt":7})", "cache_salt",
+       "'cache_salt' must be a string, got an integer"},
   };
   for (const BadCase& c : cases) {
     GenerateRequest r;

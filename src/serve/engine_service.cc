@@ -6,14 +6,8 @@
 
 namespace koi::serve {
 
-EngineService::EngineService(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServeMetrics& metrics,
-                             int max_waiting, const Clock& clock)
-    : engine_(engine), tok_(tok), metrics_(metrics), max_waiting_(max_waiting), clock_(clock) {
-  engine_.set_detokenizer([this](const std::string& id, int32_t token) -> std::string {
-    auto it = live_.find(id);
-    return it == live_.end() ? std::string() : it->second.decoder->push(token);
-  });
-}
+EngineService::EngineService(engine::Engine& engine, ServeMetrics& metrics, int max_waiting, const Clock& clock)
+    : engine_(engine), metrics_(metrics), max_waiting_(max_waiting), clock_(clock) {}
 
 EngineService::~EngineService() { stop(); }
 
@@ -33,6 +27,12 @@ Status EngineService::submit(std::vector<engine::RequestSpec> requests, Sink sin
   {
     std::lock_guard lock(mu_);
     if (draining_ || stopping_) return Status::unavailable("the server is shutting down; retry on another replica");
+    if (count > max_waiting_) {
+      return Status::invalid_argument(fmt::format(
+          "this request holds {} sequences (prompts times n), more than the server ever queues at once "
+          "(--max-waiting {}); send at most {} per request",
+          count, max_waiting_, max_waiting_));
+    }
     const int queued = num_unfinished_ - num_running_;
     if (queued + count > max_waiting_) {
       return Status::resource_exhausted(fmt::format(
@@ -113,9 +113,6 @@ void EngineService::admit(Submission s) {
     live.index = static_cast<int>(i);
     live.num_prompt_tokens = static_cast<int>(spec.prompt.size());
     live.arrival_ns = s.arrival_ns;
-    live.decoder = std::make_unique<tokenizer::StreamDecoder>(&tok_, /*skip_special=*/true);
-    // The first output token renders after the prompt's last token (SentencePiece spaces).
-    if (!spec.prompt.empty()) live.decoder->push(spec.prompt.back());
     const std::string id = spec.id;
     live_.emplace(id, std::move(live));
     if (Status st = engine_.add_request(std::move(spec)); !st.ok()) {
@@ -156,8 +153,6 @@ void EngineService::deliver(engine::RequestOutput out, int64_t step_start_ns) {
   Event ev;
   ev.index = live.index;
   if (out.finished) {
-    // An incomplete UTF-8 character at the length limit comes out as U+FFFD.
-    if (out.finish_reason == engine::FinishReason::kLength) out.text += live.decoder->flush();
     metrics_.e2e_request_latency.observe((now - live.arrival_ns) * 1e-9);
     metrics_.prompt_tokens.inc(live.num_prompt_tokens);
     metrics_.request_prompt_tokens.observe(live.num_prompt_tokens);
@@ -196,6 +191,8 @@ void EngineService::update_gauges() {
   metrics_.prefix_cache_queries.set(static_cast<double>(s.prefix_cache_queried_tokens));
   metrics_.prefix_cache_hits.set(static_cast<double>(s.prefix_cache_hit_tokens));
   metrics_.num_preemptions.set(static_cast<double>(s.num_preemptions));
+  metrics_.spec_decode_num_draft_tokens.set(static_cast<double>(s.num_draft_tokens));
+  metrics_.spec_decode_num_accepted_tokens.set(static_cast<double>(s.num_accepted_tokens));
   std::lock_guard lock(mu_);
   num_running_ = s.num_running;
 }

@@ -4,11 +4,12 @@
 // variable when idle. HTTP threads only call the thread-safe methods below; no JSON and no
 // network object ever reaches the engine thread.
 //
-// The service also owns incremental detokenization (a StreamDecoder per request, so stop
-// strings work and outputs carry text) and records the request-level metrics.
+// The engine's outputs already carry their text (the engine detokenizes and applies stop
+// strings); the service routes them and records the request-level metrics.
 //
-// Failure: submit() refuses work with kResourceExhausted when the waiting queue is full and
-// kUnavailable once draining has begun. A request the engine rejects gets one Event with
+// Failure: submit() refuses work with kInvalidArgument when the submission alone holds more
+// requests than the waiting queue ever can (retrying cannot help), kResourceExhausted when
+// the queue is too full for it now, and kUnavailable once draining has begun. A request the engine rejects gets one Event with
 // the error. A failed step is retried once; a second failure ends every request with an
 // internal error event.
 #pragma once
@@ -28,7 +29,6 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "serve/metrics.h"
-#include "tokenizer/tokenizer.h"
 
 namespace koi::serve {
 
@@ -44,9 +44,9 @@ using Sink = std::function<void(Event)>;
 
 class EngineService {
  public:
-  // `engine`, `tok` and `metrics` must outlive the service. max_waiting bounds the requests
+  // `engine` and `metrics` must outlive the service. max_waiting bounds the requests
   // accepted but not yet running.
-  EngineService(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServeMetrics& metrics, int max_waiting,
+  EngineService(engine::Engine& engine, ServeMetrics& metrics, int max_waiting,
                 const Clock& clock = SystemClock::instance());
   ~EngineService();  // stops the thread; unfinished requests are dropped
 
@@ -70,7 +70,6 @@ class EngineService {
     int num_output_tokens = 0;
     int64_t arrival_ns = 0;
     int64_t last_token_ns = 0;
-    std::unique_ptr<tokenizer::StreamDecoder> decoder;
   };
   struct Submission {
     std::vector<engine::RequestSpec> requests;
@@ -85,7 +84,6 @@ class EngineService {
   void update_gauges();
 
   engine::Engine& engine_;
-  const tokenizer::Tokenizer& tok_;
   ServeMetrics& metrics_;
   const int max_waiting_;
   const Clock& clock_;

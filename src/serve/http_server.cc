@@ -284,16 +284,7 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
     prompts->push_back(model.chat->encode(*text));
   }
   for (const Prompt& p : g.prompts) {
-    if (!p.is_tokens) {
-      prompts->push_back(tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true));
-      continue;
-    }
-    for (int32_t id : p.token_ids) {
-      if (id >= tok.n_vocab()) {
-        return bad_request(fmt::format("prompt token {} is outside the vocabulary [0, {})", id, tok.n_vocab()), "prompt");
-      }
-    }
-    prompts->push_back(p.token_ids);
+    prompts->push_back(p.is_tokens ? p.token_ids : tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true));
   }
   const char* what = chat ? "messages" : "prompt";
   // Without max_tokens, chat may fill the context and completions get OpenAI's 16.
@@ -322,7 +313,7 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
-  std::optional<ApiError> err = parse_generate_request(kind, req.body(), &g);
+  std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
   if (!err) err = prepare(g, &prompts);
   if (err) {
     co_await reply(res, error_reply(*err));
@@ -345,6 +336,8 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       spec.id = fmt::format("{}-{}", meta.id, specs.size());
       spec.prompt = prompt;
       spec.params = g.params;
+      spec.priority = g.priority;
+      spec.cache_key = g.cache_key;
       if (spec.params.seed) *spec.params.seed += static_cast<uint64_t>(i);  // n seeded choices differ
       ids.push_back(spec.id);
       specs.push_back(std::move(spec));

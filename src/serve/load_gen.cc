@@ -12,10 +12,11 @@
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/random.h"
+#include "engine/engine_builder.h"
 #include "net/client.h"
-#include "serve/engine_host.h"
 #include "serve/engine_service.h"
 
 namespace koi::serve {
@@ -179,7 +180,40 @@ Result<HttpTarget> parse_target(const std::string& url) {
   return t;
 }
 
+// GET /v1/models on the target (with the API key, if any); returns the body.
+Result<std::string> fetch_models(const LoadConfig& config) {
+  net::Headers headers;
+  if (!config.api_key.empty()) headers.emplace_back("authorization", "Bearer " + config.api_key);
+  auto url = net::parse_url(config.url);
+  if (!url.ok()) return url.status();
+  const std::string models_url = fmt::format("http://{}:{}/v1/models", url->host, url->port);
+  auto res = net::Client::fetch(models_url, "GET", "", headers, std::chrono::seconds(10));
+  if (!res.ok()) return Status::unavailable(fmt::format("GET {}/v1/models failed ({}); is the server running?", config.url, res.status().message()));
+  if (res->status != 200) {
+    return Status::unavailable(fmt::format("GET {}/v1/models answered {}; pass the model name with --model", config.url,
+                                           res->status));
+  }
+  return res->body;
+}
+
 }  // namespace
+
+Result<std::string> only_served_model(std::string_view models_json, std::string_view url) {
+  error_code ec;
+  const json::value v = json::parse(models_json, ec);
+  const json::value* data = !ec && v.is_object() ? v.as_object().if_contains("data") : nullptr;
+  if (data == nullptr || !data->is_array()) {
+    return Status::invalid_argument(fmt::format("{}/v1/models is not an OpenAI model list; pass the model name with --model", url));
+  }
+  std::vector<std::string> ids;
+  for (const json::value& m : data->as_array()) {
+    const json::value* id = m.is_object() ? m.as_object().if_contains("id") : nullptr;
+    if (id != nullptr && id->is_string()) ids.emplace_back(id->as_string());
+  }
+  if (ids.size() == 1) return ids[0];
+  if (ids.empty()) return Status::not_found(fmt::format("{} serves no models; start it with a model", url));
+  return Status::invalid_argument(fmt::format("{} serves {} models ({}); pick one with --model", url, ids.size(), fmt::join(ids, ", ")));
+}
 
 Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& c) {
   if (c.vocab_hi <= c.vocab_lo) return Status::invalid_argument("the prompt token range is empty");
@@ -241,8 +275,13 @@ Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& c) {
   return shapes;
 }
 
-Result<BenchReport> run_http(const LoadConfig& config, const std::vector<RequestShape>& shapes) {
-  KOI_ASSIGN_OR_RETURN(HttpTarget target, parse_target(config.url));
+Result<BenchReport> run_http(const LoadConfig& given, const std::vector<RequestShape>& shapes) {
+  KOI_ASSIGN_OR_RETURN(HttpTarget target, parse_target(given.url));
+  LoadConfig config = given;
+  if (config.model.empty()) {
+    KOI_ASSIGN_OR_RETURN(std::string models, fetch_models(config));
+    KOI_ASSIGN_OR_RETURN(config.model, only_served_model(models, config.url));
+  }
   std::vector<RequestResult> results(shapes.size());
   const std::vector<double> at = arrivals(shapes.size(), config.request_rate, config.seed);
   asio::io_context ioc;
@@ -269,11 +308,12 @@ Result<BenchReport> run_http(const LoadConfig& config, const std::vector<Request
 
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
                                    const std::vector<RequestShape>& shapes) {
-  EngineOptions options;
+  engine::EngineOptions options;  // what `koi serve` runs with by default
+  options.model = model_path;
   options.seed = config.seed;
-  KOI_ASSIGN_OR_RETURN(auto host, make_engine_host(model_path, options));
+  KOI_ASSIGN_OR_RETURN(auto host, engine::build_engine(options));
   ServeMetrics metrics("bench");
-  EngineService service(*host->engine, host->loaded.tokenizer, metrics, static_cast<int>(shapes.size()));
+  EngineService service(*host->engine, metrics, static_cast<int>(shapes.size()));
   service.start();
 
   std::vector<RequestResult> results(shapes.size());

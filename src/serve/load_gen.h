@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -40,7 +41,7 @@ Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& config);
 
 struct LoadConfig {
   std::string url;            // http://host:port
-  std::string model;
+  std::string model;          // "": the server's only model (GET /v1/models)
   std::string api_key;
   double request_rate = 0.0;  // requests per second (Poisson); 0 = all at once
   int max_concurrency = 0;    // 0 = unbounded
@@ -72,8 +73,12 @@ struct BenchReport {
   std::vector<std::string> first_errors;  // up to 5
 };
 
-// Sends every shape over HTTP as a streaming completion (ignore_eos, exact max_tokens).
+// Sends every shape over HTTP as a streaming completion (ignore_eos, exact max_tokens). With
+// no config.model, the server's only model from GET /v1/models is sent (an error lists them
+// when there are several).
 Result<BenchReport> run_http(const LoadConfig& config, const std::vector<RequestShape>& shapes);
+// The one model id in a /v1/models body, or an error naming the ones there are.
+Result<std::string> only_served_model(std::string_view models_json, std::string_view url);
 // The same workload through an EngineService in this process, no HTTP: the baseline.
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
                                    const std::vector<RequestShape>& shapes);

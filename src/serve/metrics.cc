@@ -33,6 +33,10 @@ ServeMetrics::ServeMetrics(const std::string& model)
       prompt_tokens(registry.counter("koi:prompt_tokens", "Prompt tokens of finished requests.", {"model_name"})
                         .labels({model})),
       generation_tokens(registry.counter("koi:generation_tokens", "Generated tokens.", {"model_name"}).labels({model})),
+      spec_decode_num_draft_tokens(registry.counter("koi:spec_decode_num_draft_tokens", "Speculative draft tokens verified.",
+                                                    {"model_name"}).labels({model})),
+      spec_decode_num_accepted_tokens(registry.counter("koi:spec_decode_num_accepted_tokens",
+                                                       "Speculative draft tokens accepted.", {"model_name"}).labels({model})),
       time_to_first_token(registry.histogram("koi:time_to_first_token_seconds", "Time from arrival to the first token.",
                                              {"model_name"}, kTtftBuckets).labels({model})),
       inter_token_latency(registry.histogram("koi:inter_token_latency_seconds", "Time between consecutive output tokens.",

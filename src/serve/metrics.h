@@ -24,6 +24,8 @@ struct ServeMetrics {
   metrics::Counter& num_preemptions;
   metrics::Counter& prompt_tokens;
   metrics::Counter& generation_tokens;
+  metrics::Counter& spec_decode_num_draft_tokens;
+  metrics::Counter& spec_decode_num_accepted_tokens;
   metrics::Histogram& time_to_first_token;
   metrics::Histogram& inter_token_latency;
   metrics::Histogram& e2e_request_latency;

@@ -13,6 +13,8 @@
 namespace koi::tokenizer {
 namespace {
 
+using namespace std::string_literals;
+
 BpeTrainOptions plain(int vocab_size, int min_frequency = 1) {
   BpeTrainOptions o;
   o.vocab_size = vocab_size;
@@ -134,7 +136,7 @@ TEST(BpeTrainer, EncodesUnseenBytesLosslessly) {
   auto tok = Tokenizer::create(train(corpus, o));
   ASSERT_TRUE(tok.ok()) << tok.status().message();
   for (std::string text : {std::string("the king and thee"), std::string("日本語 🙂 café\t\r\n  x"),
-                           std::string("\xff\xfe invalid \x80 bytes \0 nul", 27), corpus.substr(0, 3000)}) {
+                           "\xff\xfe invalid \x80 bytes \0 nul"s, corpus.substr(0, 3000)}) {
     std::vector<int32_t> ids = tok->encode(text, false, false);
     EXPECT_EQ(tok->decode(ids), text);
   }

@@ -7,7 +7,8 @@
 namespace koi::train {
 
 Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std::vector<int32_t>& tokens,
-                                             int context, int stride, ThreadPool* pool) {
+                                             int context, int stride, ThreadPool* pool,
+                                             const std::function<void(const PerplexityProgress&)>& progress) {
   const model::ModelConfig& c = model.config();
   if (context < 2 || context > c.max_seq_len) {
     return Status::invalid_argument("the context must be between 2 and the model's " + std::to_string(c.max_seq_len) +
@@ -52,9 +53,10 @@ Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std
     r.tokens += static_cast<int64_t>(batch.logit_indices.size());
     ++r.windows;
     scored_until = end;
+    r.loss = nll / static_cast<double>(r.tokens);
+    r.perplexity = std::exp(r.loss);
+    if (progress) progress({r, n - 1});
   }
-  r.loss = nll / static_cast<double>(r.tokens);
-  r.perplexity = std::exp(r.loss);
   return r;
 }
 

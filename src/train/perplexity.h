@@ -5,10 +5,12 @@
 // (the Hugging Face "strided" evaluation): each token after the first is predicted once,
 // from the window that first contains it with its predecessor, so every prediction sees
 // at least context - stride tokens of history (all of it in the first window).
-// A plain function; runs on the pool, which the caller must own.
+// A plain function; runs on the pool, which the caller must own. `progress`, when set, is
+// called on the calling thread after every window.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/status.h"
@@ -24,8 +26,16 @@ struct PerplexityResult {
   double perplexity = 0.0;  // exp(loss)
 };
 
+// After each window: the predictions scored so far (loss and perplexity over them) and the
+// number there will be in all (tokens.size() - 1).
+struct PerplexityProgress {
+  PerplexityResult so_far;
+  int64_t total_tokens = 0;
+};
+
 // context: 2..max_seq_len; stride: 1..context-1. Fails on fewer than 2 tokens.
 Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std::vector<int32_t>& tokens,
-                                             int context, int stride, ThreadPool* pool);
+                                             int context, int stride, ThreadPool* pool,
+                                             const std::function<void(const PerplexityProgress&)>& progress = {});
 
 }  // namespace koi::train

@@ -51,5 +51,26 @@ TEST(Perplexity, StridedWindowsScoreEachTokenOnce) {
             "the text has 1 tokens; at least 2 are needed");
 }
 
+// The progress callback sees every window, the counts growing to the final result.
+TEST(Perplexity, ProgressReportsEachWindowUpToTheResult) {
+  const model::ModelConfig c = config();
+  ThreadPool pool(1);
+  model::LlamaModel m(c, model::random_weights(c, 4));
+  std::vector<int32_t> tokens(21);
+  for (int i = 0; i < 21; ++i) tokens[i] = (i * 7) % 30;
+  std::vector<PerplexityProgress> seen;
+  auto r = evaluate_perplexity(m, tokens, 8, 4, &pool, [&](const PerplexityProgress& p) { seen.push_back(p); });
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(seen.size(), 5u);
+  std::vector<int64_t> scored;
+  for (const PerplexityProgress& p : seen) {
+    scored.push_back(p.so_far.tokens);
+    EXPECT_EQ(p.total_tokens, 20);
+  }
+  EXPECT_EQ(scored, (std::vector<int64_t>{7, 11, 15, 19, 20}));
+  EXPECT_EQ(seen.back().so_far.loss, r->loss);
+  EXPECT_EQ(seen.back().so_far.perplexity, r->perplexity);
+}
+
 }  // namespace
 }  // namespace koi::train

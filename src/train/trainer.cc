@@ -298,8 +298,15 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
-    KOI_ASSIGN_OR_RETURN(MappedFile text, MappedFile::open(path));
-    texts.push_back(std::move(text));
+    Result<MappedFile> text = MappedFile::open(path);
+    if (!text.ok() && text.status().code() == StatusCode::kNotFound && !path.starts_with('/')) {
+      return Status::not_found("data.text: " + text.status().message() +
+                               "; a relative path in a recipe is resolved from the current directory (" +
+                               std::filesystem::current_path().string() +
+                               "), not from the recipe's; run koi from the directory the recipe expects or give an absolute path");
+    }
+    if (!text.ok()) return text.status();
+    texts.push_back(std::move(*text));
   }
   std::optional<BaseModel> base;  // the model fine-tuned
   if (!c.init_from.empty()) {

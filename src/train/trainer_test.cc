@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <chrono>
 #include <thread>
 
@@ -97,6 +99,17 @@ class RunTrainingTest : public ::testing::Test {
 
 // A tokenizer file for a new model: its vocabulary sizes the model, it encodes the corpus
 // into OUT/data, and every checkpoint carries it.
+TEST_F(RunTrainingTest, MissingRelativeDataFileSaysItIsResolvedFromTheCurrentDirectory) {
+  TrainConfig c = tiny("out");
+  c.text_paths = {"no-such-corpus.txt"};
+  auto r = run_training(c, false, nullptr, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "data.text: no-such-corpus.txt: cannot open: No such file or directory; a relative path in a "
+                                  "recipe is resolved from the current directory (" + std::filesystem::current_path().string() +
+                                  "), not from the recipe's; run koi from the directory the recipe expects or give an absolute path");
+}
+
 TEST_F(RunTrainingTest, PretrainsWithATokenizerFromAPath) {
   tokenizer::TokenizerSpec spec = CharVocab::from_text(*read_file(corpus_)).to_spec();
   for (const char* piece : {"th", "he", "the", "at"}) {  // merges: fewer tokens than characters

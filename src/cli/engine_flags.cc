@@ -1,0 +1,36 @@
+#include "cli/engine_flags.h"
+
+namespace koi::cli {
+
+void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, const std::string& threads_names) {
+  if (groups & kModelFlags) {
+    app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
+    app->add_option(threads_names, o->threads, "forward-pass threads (default: the physical cores)");
+  }
+  if (groups & kMemoryFlags) {
+    app->add_option("--kv-cache-memory", o->kv_cache_memory,
+                    std::string("KV cache size: bytes with a unit (2GiB, 512MiB) or a fraction of RAM (0.3)") +
+                        (o->kv_cache_memory.empty() ? " (default: room for every running sequence at full length)"
+                                                    : ""))
+        ->capture_default_str();
+    app->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str();
+    app->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per engine step")
+        ->capture_default_str();
+  }
+  if (groups & kBatchFlags) {
+    app->add_option("--max-num-seqs", o->max_num_seqs, "requests running at once")->capture_default_str();
+  }
+  if (groups & kPrefixCacheFlags) {
+    app->add_flag_function(
+        "--no-prefix-caching", [o](int64_t) { o->enable_prefix_caching = false; },
+        "do not share KV blocks between prompts");
+  }
+  if (groups & kSpeculativeFlags) {
+    app->add_option("--speculative", o->speculative, "speculative decoding: ngram (prompt lookup) or draft (a model)");
+    app->add_option("--num-speculative-tokens", o->num_speculative_tokens, "draft tokens per step")
+        ->capture_default_str();
+    app->add_option("--draft-model", o->draft_model, "the draft model for --speculative draft (the target's tokenizer)");
+  }
+}
+
+}  // namespace koi::cli
