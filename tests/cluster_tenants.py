@@ -5,9 +5,10 @@ follow, cancel or submit into another tenant's namespace (404, as for a missing 
 specs get a 400 naming the field, stale cancels get 409, and watch streams the changes."""
 import json
 import os
+import subprocess
 import time
 
-from cluster_harness import ControlPlane, check, fail, manifest, write
+from cluster_harness import KOI, ControlPlane, check, fail, manifest, write
 
 CONFIG = """
 nodes:
@@ -150,6 +151,9 @@ def run(cp):
     r = cp.koi(A, "job", "submit", "-f", path, expect_ok=False)
     check(r.returncode == 1 and "spec.replicas: must be >= 1" in r.stderr, r.stderr)
     check(cp.http("GET", "/health")[0] == 200, "unhealthy after bad requests")
+    r = subprocess.run([KOI, "cluster", "serve", "--store", "sqlite:" + os.path.join(cp.root, "x.db"), "--config",
+                        cp.config, "--port", "70000"], capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr == "error: --port must be 0-65535 (0 picks a free one); got 70000\n", r.stderr)
 
     # Optimistic concurrency on cancel, then a real cancel of the waiting job.
     rv = int(cp.job(A, "a-trio")["metadata"]["resourceVersion"])

@@ -27,6 +27,7 @@ int run_serve(const ServeFlags& f) {
   cluster::ControlPlaneOptions o = f.options;
   if (o.store_url.empty()) return fail("--store is required: sqlite:PATH or postgres://...");
   if (o.config_path.empty()) return fail("--config is required: the cluster.yaml with nodes, queues and tenants");
+  if (std::string e = port_error("--port", o.port); !e.empty()) return fail(e);
   std::error_code ec;
   o.koi_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return fail("cannot find this binary (/proc/self/exe): " + ec.message());
