@@ -141,7 +141,7 @@ int run_describe(const JobFlags& f) {
     std::printf("Last exit:    code %s\n", str(j, {"status", "lastExitCode"}).c_str());
   }
   if (const json::value* reps = j.at("status").as_object().if_contains("replicas"); reps && !reps->as_array().empty()) {
-    std::printf("Replicas:\n");
+    std::printf("Running:\n");
     int i = 0;
     for (const json::value& r : reps->as_array()) {
       std::printf("  %d  %s  node %s  gpus %s  %s\n", i++, str(r, {"id"}).c_str(), str(r, {"node"}).c_str(),

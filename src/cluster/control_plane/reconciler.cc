@@ -377,6 +377,7 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
   ClusterState state = make_empty_state(cluster_);
   std::vector<JobObject*> by_id;
   std::vector<Job> pending;
+  std::vector<JobObject*> no_queue;
   for (JobObject& job : jobs) {
     const JobStatus& st = job.status;
     const int id = static_cast<int>(by_id.size());
@@ -391,11 +392,20 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
         p.units = j.request.gpus > 0 ? units_per_device(cluster_, r.node, j.request) : 0;
         d.placements.push_back(p);
       }
+      if (cluster_.queue_id(job.spec.queue) == kNone) {
+        // Its queue left the config: it holds its devices, charged to no queue, until it ends.
+        for (const Placement& p : d.placements) apply_placement(state.free[p.node], p, j.request, -1);
+        continue;
+      }
       apply_decision(state, d, &j, st.start_time);
       by_id.push_back(&job);
     } else if (pending_like(st.phase) && job.metadata.deletion_timestamp.empty() &&
                (st.phase != JobPhase::kRestarting || now >= st.next_attempt_time) &&
                (!only_waiting || waiting.count(job_key(job)))) {
+      if (cluster_.queue_id(job.spec.queue) == kNone) {
+        no_queue.push_back(&job);  // its queue left the config: it waits, and says so
+        continue;
+      }
       pending.push_back(to_scheduler_job(job, id));
       by_id.push_back(&job);
     }
@@ -446,8 +456,14 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
     for (const std::string& v : victims) list += (list.empty() ? "" : ", ") + v;
     why[id] = {"Preempting", "waiting for preempted jobs to stop: " + list};
   }
-  for (const auto& [id, reason_message] : why) {
-    JobObject& job = *by_id[id];
+  std::vector<std::pair<JobObject*, std::pair<std::string, std::string>>> explained;
+  for (const auto& [id, reason_message] : why) explained.push_back({by_id[id], reason_message});
+  for (JobObject* job : no_queue) {
+    explained.push_back({job, {"NoQueue", "queue " + job->spec.queue + " is not in the cluster's config any more; "
+                                           "an admin can declare it again (koi queue apply)"}});
+  }
+  for (auto& [job_ptr, reason_message] : explained) {
+    JobObject& job = *job_ptr;
     if (!pending_like(job.status.phase)) continue;
     const auto& [reason, message] = reason_message;
     if (job.status.reason == reason && job.status.message == message) continue;

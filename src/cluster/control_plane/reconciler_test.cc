@@ -312,6 +312,16 @@ TEST_F(ReconcilerTest, AQueueChangedAtRunTimeAppliesFromTheNextRound) {
   EXPECT_EQ(get("alpha", "pair").status.phase, JobPhase::kRunning);
 }
 
+TEST_F(ReconcilerTest, AJobWhoseQueueLeftTheConfigWaitsAndSaysSo) {
+  Reconciler& r = reconciler();
+  submit("alpha", "orphan", "{command: [x], queue: gone}", 1);
+  ASSERT_TRUE(r.reconcile_once(100).ok());
+  const JobObject j = get("alpha", "orphan");
+  EXPECT_EQ(j.status.phase, JobPhase::kPending);
+  EXPECT_EQ(j.status.reason, "NoQueue");
+  EXPECT_TRUE(exec_.launched.empty());
+}
+
 TEST_F(ReconcilerTest, LaunchFailureIsAnInfrastructureRetry) {
   Reconciler& r = reconciler();
   exec_.fail_launch = true;
