@@ -3,6 +3,7 @@ store every job finishes exactly once (running replicas are adopted, not started
 those that ended while it was down are judged by their exit records), and no event
 recorded before the crash is lost or changed."""
 import glob
+import os
 import time
 
 from cluster_harness import ControlPlane, check, manifest, write
@@ -29,11 +30,13 @@ def main():
 
 def run(cp):
     names = []
+    gate = os.path.join(cp.root, "gate")  # the jobs hold until the control plane is down
     for i in range(10):
         # Short ones end while the control plane is down; long ones outlive the restart.
-        seconds = 2 if i % 2 else 5
+        seconds = 0.5 if i % 2 else 5
         gpu = 1 if i < 4 else 0
-        spec = {"command": ["sh", "-c", "echo run-$KOI_ATTEMPT >> runs.txt; sleep %d; echo done" % seconds],
+        spec = {"command": ["sh", "-c", "echo run-$KOI_ATTEMPT >> runs.txt; while [ ! -e %s ]; do sleep 0.05; done; "
+                            "sleep %s; echo done" % (gate, seconds)],
                 "resources": {"gpu": gpu, "cpu": 1}}
         name = "job-%d" % i
         names.append(name)
@@ -47,7 +50,8 @@ def run(cp):
     check(all(j["status"]["phase"] == "Running" for j in jobs), "not all jobs running before the crash")
     before = {n: cp.koi_json(A, "job", "events", n)["items"] for n in names}
     cp.kill9()
-    time.sleep(2.5)  # the 2-second jobs end while nobody watches
+    open(gate, "w").close()
+    time.sleep(2)  # the short jobs end while nobody watches
     cp.start()
     for name in names:
         j = cp.wait_phase(A, name, ["Succeeded", "Failed"])
