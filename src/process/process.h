@@ -44,7 +44,7 @@ struct LaunchOptions {
   std::string stderr_path;
   // false: the child stays in this process's group (a wrapper that must receive the
   // signals sent to its own group together with the child it runs). signal_group() and
-  // kill_group() then reach this process's group, not the child's: use signal().
+  // kill_group() then find no group with the child's id and do nothing: use signal().
   bool new_process_group = true;
 };
 
