@@ -155,7 +155,8 @@ Process::~Process() { end(); }
 
 void Process::end() {
   if (!running()) return;
-  ::killpg(pid_, SIGKILL);
+  // A child left in its parent's group (new_process_group = false) has no group of its own.
+  if (::killpg(pid_, SIGKILL) != 0) ::kill(pid_, SIGKILL);
   (void)reap(0);
 }
 

@@ -209,5 +209,18 @@ TEST_F(ProcessTest, ChildCanStayInTheParentsProcessGroup) {
   EXPECT_EQ(contents("out"), std::to_string(::getpgrp()) + "\n");
 }
 
+TEST_F(ProcessTest, DestroyingARunningChildInTheParentsGroupKillsIt) {
+  LaunchOptions o;
+  o.argv = {"/bin/sleep", "60"};
+  o.new_process_group = false;
+  pid_t pid = 0;
+  {
+    auto p = Process::launch(o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    pid = p->pid();
+  }  // destroyed while it runs: killed and reaped, not waited for for a minute
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
 }  // namespace
 }  // namespace koi::process
