@@ -125,7 +125,8 @@ Result<Process> Process::launch(const LaunchOptions& o) {
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr, (o.new_process_group ? POSIX_SPAWN_SETPGROUP : 0) | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
 
   std::vector<std::string> argv = o.argv, envp = child_environment(o);
   std::vector<char*> argv_c = c_strings(argv), envp_c = c_strings(envp);
@@ -154,7 +155,8 @@ Process::~Process() { end(); }
 
 void Process::end() {
   if (!running()) return;
-  ::killpg(pid_, SIGKILL);
+  // A child left in its parent's group (new_process_group = false) has no group of its own.
+  if (::killpg(pid_, SIGKILL) != 0) ::kill(pid_, SIGKILL);
   (void)reap(0);
 }
 

@@ -42,6 +42,10 @@ struct LaunchOptions {
   // process's. The same path for both gives one file with both streams interleaved.
   std::string stdout_path;
   std::string stderr_path;
+  // false: the child stays in this process's group (a wrapper that must receive the
+  // signals sent to its own group together with the child it runs). signal_group() and
+  // kill_group() then find no group with the child's id and do nothing: use signal().
+  bool new_process_group = true;
 };
 
 // How a child ended, and what it used (wait4's rusage: the child and its waited-for

@@ -201,5 +201,26 @@ TEST_F(ProcessTest, ChildIsTheLeaderOfItsOwnProcessGroup) {
   EXPECT_EQ(text.substr(0, nl + 1), text.substr(nl + 1));
 }
 
+TEST_F(ProcessTest, ChildCanStayInTheParentsProcessGroup) {
+  LaunchOptions o;
+  o.new_process_group = false;
+  const ExitStatus e = run_sh("cut -d' ' -f5 /proc/$$/stat", o);
+  ASSERT_TRUE(e.success());
+  EXPECT_EQ(contents("out"), std::to_string(::getpgrp()) + "\n");
+}
+
+TEST_F(ProcessTest, DestroyingARunningChildInTheParentsGroupKillsIt) {
+  LaunchOptions o;
+  o.argv = {"/bin/sleep", "60"};
+  o.new_process_group = false;
+  pid_t pid = 0;
+  {
+    auto p = Process::launch(o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    pid = p->pid();
+  }  // destroyed while it runs: killed and reaped, not waited for for a minute
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
 }  // namespace
 }  // namespace koi::process

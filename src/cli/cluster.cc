@@ -1,0 +1,81 @@
+// koi cluster serve: the control plane (src/cluster/control_plane, docs/cluster.md): the
+// REST API, the store, the reconcile loop and the local executor. SIGTERM or Ctrl-C stops
+// it and leaves the jobs running; the next start adopts them.
+// koi cluster exec: the local executor's replica wrapper (internal; see local_executor.h).
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "cluster/control_plane/control_plane.h"
+#include "cluster/control_plane/replica_wrapper.h"
+
+namespace koi::cli {
+namespace {
+
+Runner setup_cluster(CLI::App* app) {
+  app->require_subcommand(1);
+  return {};
+}
+
+struct ServeFlags {
+  cluster::ControlPlaneOptions options;
+};
+
+int run_serve(const ServeFlags& f) {
+  cluster::ControlPlaneOptions o = f.options;
+  if (o.store_url.empty()) return fail("--store is required: sqlite:PATH or postgres://...");
+  if (o.config_path.empty()) return fail("--config is required: the cluster.yaml with nodes, queues and tenants");
+  if (std::string e = port_error("--port", o.port); !e.empty()) return fail(e);
+  std::error_code ec;
+  o.koi_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return fail("cannot find this binary (/proc/self/exe): " + ec.message());
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto cp = cluster::ControlPlane::start(o);
+  if (!cp.ok()) return fail(cp.status().message());
+  std::printf("koi cluster listening on http://%s:%d (store %s, work dir %s)\n", o.host.c_str(), (*cp)->port(),
+              o.store_url.c_str(), o.work_dir.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  (*cp)->stop();
+  std::fprintf(stderr, "koi cluster: stopped; running jobs keep running and are adopted by the next start\n");
+  return 0;
+}
+
+Runner setup_serve(CLI::App* app) {
+  auto f = std::make_shared<ServeFlags>();
+  f->options.work_dir = "koi-cluster-work";
+  app->add_option("--store", f->options.store_url, "sqlite:PATH (embedded) or postgres://...")->required();
+  app->add_option("--config", f->options.config_path, "cluster.yaml: nodes, queues, tenants (docs/cluster.md)")->required();
+  app->add_option("--port", f->options.port, "port (0: any free one, printed)")->capture_default_str();
+  app->add_option("--host", f->options.host, "address to listen on")->capture_default_str();
+  app->add_option("--work-dir", f->options.work_dir, "replicas' working directories and logs")->capture_default_str();
+  app->add_option("--threads", f->options.threads, "API worker threads")->capture_default_str()->check(CLI::Range(1, 64));
+  return [f] { return run_serve(*f); };
+}
+
+struct ExecFlags {
+  std::string exit_file;
+  std::string pid_file;
+  std::vector<std::string> command;
+};
+
+Runner setup_exec(CLI::App* app) {
+  auto f = std::make_shared<ExecFlags>();
+  app->add_option("--exit-file", f->exit_file, "where to write 'exit N' or 'signal N'")->required();
+  app->add_option("--pid-file", f->pid_file, "where to write this wrapper's id (pid:starttime)");
+  app->add_option("command", f->command, "the replica's command line (after --)")->required();
+  return [f] { return cluster::run_replica_wrapper(f->exit_file, f->pid_file, f->command); };
+}
+
+}  // namespace
+KOI_COMMAND(cluster, "the control plane: jobs, queues, quotas, placement and healing on an executor", setup_cluster);
+KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API, store, reconcile loop, local executor", setup_serve);
+KOI_SUBCOMMAND(cluster, exec, "internal: the local executor's replica wrapper", setup_exec);
+}  // namespace koi::cli

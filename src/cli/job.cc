@@ -1,0 +1,256 @@
+// koi job: submit, list, describe, logs, events and cancel jobs on the control plane
+// (`koi cluster serve`), in kubectl's manner: -o table|json|yaml, --server/--token or
+// KOI_SERVER/KOI_TOKEN, -n NAMESPACE (default: the token's tenant).
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "base/file.h"
+#include "cli/cluster_cli.h"
+#include "cli/command.h"
+#include "cluster/control_plane/object.h"
+
+namespace koi::cli {
+namespace {
+namespace json = boost::json;
+
+struct JobFlags {
+  ClusterFlags cluster;
+  std::string file;
+  std::string name;
+  bool follow = false;
+  bool all_namespaces = false;
+  int replica = 0;
+  int attempt = 0;
+};
+
+std::string str(const json::value& v, std::initializer_list<const char*> path) {
+  const json::value* cur = &v;
+  for (const char* k : path) {
+    if (!cur->is_object()) return "";
+    cur = cur->as_object().if_contains(k);
+    if (!cur) return "";
+  }
+  if (cur->is_string()) return std::string(cur->as_string());
+  if (cur->is_int64()) return std::to_string(cur->as_int64());
+  if (cur->is_double()) return fmt::format("{:g}", cur->as_double());
+  if (cur->is_bool()) return cur->as_bool() ? "true" : "false";
+  return "";
+}
+
+double num(const json::value& v, std::initializer_list<const char*> path) {
+  const json::value* cur = &v;
+  for (const char* k : path) {
+    if (!cur->is_object() || !(cur = cur->as_object().if_contains(k))) return 0;
+  }
+  return cur->is_number() ? cur->to_number<double>() : 0;
+}
+
+std::string jobs_path(const std::string& ns) { return "/apis/v1/namespaces/" + ns + "/jobs"; }
+
+// Opens the client and the namespace, or prints the error: returns false then.
+bool connect(const JobFlags& f, std::optional<cluster::ApiClient>* client, std::string* ns, int* code) {
+  auto c = cluster_client(f.cluster);
+  if (!c.ok()) return *code = fail(c.status().message()), false;
+  client->emplace(*c);
+  auto n = cluster_namespace(**client, f.cluster);
+  if (!n.ok()) return *code = fail(n.status().message()), false;
+  *ns = *n;
+  return true;
+}
+
+int run_submit(const JobFlags& f) {
+  if (f.file.empty()) return fail("koi job submit needs -f FILE (a Job manifest in YAML or JSON)");
+  auto text = read_file(f.file);
+  if (!text.ok()) return fail(text.status().message());
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  if (!connect(f, &client, &ns, &code)) return code;
+  auto job = client->call("POST", jobs_path(ns), *text);
+  if (!job.ok()) return fail(f.file + ": " + job.status().message());
+  auto printed = print_structured(*job, f.cluster.output);
+  if (!*printed) std::printf("job/%s submitted to %s (queue %s)\n", str(*job, {"metadata", "name"}).c_str(), ns.c_str(),
+                             str(*job, {"spec", "queue"}).c_str());
+  return 0;
+}
+
+int run_list(const JobFlags& f) {
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  Result<json::value> list = Status::internal("unset");
+  if (f.all_namespaces) {
+    auto c = cluster_client(f.cluster);
+    if (!c.ok()) return fail(c.status().message());
+    client.emplace(*c);
+    list = client->call("GET", "/apis/v1/jobs");
+  } else {
+    if (!connect(f, &client, &ns, &code)) return code;
+    list = client->call("GET", jobs_path(ns));
+  }
+  if (!list.ok()) return fail(list.status().message());
+  if (*print_structured(*list, f.cluster.output)) return 0;
+  const double now = cluster::wall_seconds();
+  std::vector<std::vector<std::string>> rows{{"NAME", "KIND", "PHASE", "QUEUE", "REPLICAS", "RESTARTS", "AGE", "MESSAGE"}};
+  if (f.all_namespaces) rows[0].insert(rows[0].begin(), "NAMESPACE");
+  for (const json::value& j : list->at("items").as_array()) {
+    rows.push_back({str(j, {"metadata", "name"}), str(j, {"spec", "kind"}), str(j, {"status", "phase"}),
+                    str(j, {"spec", "queue"}), str(j, {"spec", "replicas"}), str(j, {"status", "restarts"}),
+                    age_of(num(j, {"metadata", "creationTime"}), now), str(j, {"status", "message"})});
+    if (f.all_namespaces) rows.back().insert(rows.back().begin(), str(j, {"metadata", "namespace"}));
+  }
+  print_table(rows);
+  return 0;
+}
+
+int run_describe(const JobFlags& f) {
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  if (!connect(f, &client, &ns, &code)) return code;
+  auto job = client->call("GET", jobs_path(ns) + "/" + f.name);
+  if (!job.ok()) return fail(job.status().message());
+  auto events = client->call("GET", jobs_path(ns) + "/" + f.name + "/events");
+  if (!events.ok()) return fail(events.status().message());
+  if (f.cluster.output != "table") {
+    json::value both = json::object{{"job", *job}, {"events", events->at("items")}};
+    (void)print_structured(both, f.cluster.output);
+    return 0;
+  }
+  const json::value& j = *job;
+  std::printf("Name:         %s\n", str(j, {"metadata", "name"}).c_str());
+  std::printf("Namespace:    %s\n", str(j, {"metadata", "namespace"}).c_str());
+  std::printf("Kind:         %s\n", str(j, {"spec", "kind"}).c_str());
+  std::printf("Queue:        %s (priority %s, preemptible %s)\n", str(j, {"spec", "queue"}).c_str(),
+              str(j, {"spec", "priority"}).c_str(), str(j, {"spec", "preemptible"}).c_str());
+  std::printf("Replicas:     %s x {cpu %s, memoryMiB %s, gpu %s%s}\n", str(j, {"spec", "replicas"}).c_str(),
+              str(j, {"spec", "resources", "cpu"}).c_str(), str(j, {"spec", "resources", "memoryMiB"}).c_str(),
+              str(j, {"spec", "resources", "gpu"}).c_str(),
+              str(j, {"spec", "resources", "gpuType"}).empty() ? "" : (" " + str(j, {"spec", "resources", "gpuType"})).c_str());
+  std::printf("Phase:        %s\n", str(j, {"status", "phase"}).c_str());
+  std::printf("Reason:       %s\n", str(j, {"status", "reason"}).c_str());
+  std::printf("Message:      %s\n", str(j, {"status", "message"}).c_str());
+  std::printf("Restarts:     %s of %s (attempts %s, restarts not counted: %s)\n", str(j, {"status", "restarts"}).c_str(),
+              str(j, {"spec", "restartPolicy", "maxRestarts"}).c_str(), str(j, {"status", "attempts"}).c_str(),
+              str(j, {"status", "infraRestarts"}).c_str());
+  if (!str(j, {"status", "lastSignal"}).empty()) {
+    std::printf("Last exit:    signal %s\n", str(j, {"status", "lastSignal"}).c_str());
+  } else if (!str(j, {"status", "lastExitCode"}).empty()) {
+    std::printf("Last exit:    code %s\n", str(j, {"status", "lastExitCode"}).c_str());
+  }
+  if (const json::value* reps = j.at("status").as_object().if_contains("replicas"); reps && !reps->as_array().empty()) {
+    std::printf("Running:\n");
+    int i = 0;
+    for (const json::value& r : reps->as_array()) {
+      std::printf("  %d  %s  node %s  gpus %s  %s\n", i++, str(r, {"id"}).c_str(), str(r, {"node"}).c_str(),
+                  json::serialize(r.at("gpus")).c_str(), str(r, {"dir"}).c_str());
+    }
+  }
+  const std::string tail = str(j, {"status", "logTail"});
+  if (!tail.empty()) std::printf("Log tail:\n%s%s", tail.c_str(), tail.ends_with('\n') ? "" : "\n");
+  std::printf("Events:\n");
+  std::vector<std::vector<std::string>> rows{{"  TIME", "TYPE", "REASON", "MESSAGE"}};
+  for (const json::value& e : events->at("items").as_array()) {
+    rows.push_back({"  " + str(e, {"time"}), str(e, {"type"}), str(e, {"reason"}), str(e, {"message"})});
+  }
+  print_table(rows);
+  return 0;
+}
+
+int run_events(const JobFlags& f) {
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  if (!connect(f, &client, &ns, &code)) return code;
+  auto events = client->call("GET", jobs_path(ns) + "/" + f.name + "/events");
+  if (!events.ok()) return fail(events.status().message());
+  if (*print_structured(*events, f.cluster.output)) return 0;
+  std::vector<std::vector<std::string>> rows{{"TIME", "TYPE", "REASON", "MESSAGE"}};
+  for (const json::value& e : events->at("items").as_array()) {
+    rows.push_back({str(e, {"time"}), str(e, {"type"}), str(e, {"reason"}), str(e, {"message"})});
+  }
+  print_table(rows);
+  return 0;
+}
+
+int run_logs(const JobFlags& f) {
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  if (!connect(f, &client, &ns, &code)) return code;
+  std::string path = jobs_path(ns) + "/" + f.name + "/logs?replica=" + std::to_string(f.replica);
+  if (f.attempt > 0) path += "&attempt=" + std::to_string(f.attempt);
+  if (f.follow) {
+    Status s = client->stream(path + "&follow=1", [](std::string_view data) {
+      std::fwrite(data.data(), 1, data.size(), stdout);
+      std::fflush(stdout);
+    });
+    return s.ok() ? 0 : fail(s.message());
+  }
+  auto text = client->text(path);
+  if (!text.ok()) return fail(text.status().message());
+  std::fwrite(text->data(), 1, text->size(), stdout);
+  return 0;
+}
+
+int run_cancel(const JobFlags& f) {
+  std::optional<cluster::ApiClient> client;
+  std::string ns;
+  int code = 0;
+  if (!connect(f, &client, &ns, &code)) return code;
+  auto job = client->call("DELETE", jobs_path(ns) + "/" + f.name);
+  if (!job.ok()) return fail(job.status().message());
+  if (*print_structured(*job, f.cluster.output)) return 0;
+  const std::string phase = str(*job, {"status", "phase"});
+  if (phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") {
+    std::printf("job/%s already ended (%s)\n", f.name.c_str(), phase.c_str());
+  } else {
+    std::printf("job/%s cancelling\n", f.name.c_str());
+  }
+  return 0;
+}
+
+Runner setup_job(CLI::App* app) {
+  app->require_subcommand(1);
+  return {};
+}
+
+template <int (*Run)(const JobFlags&)>
+Runner setup_named(CLI::App* app, std::shared_ptr<JobFlags> f, bool name) {
+  add_cluster_flags(app, &f->cluster);
+  if (name) app->add_option("name", f->name, "the job's name")->required();
+  return [f] { return Run(*f); };
+}
+
+Runner setup_submit(CLI::App* app) {
+  auto f = std::make_shared<JobFlags>();
+  app->add_option("-f,--filename", f->file, "the Job manifest (YAML or JSON)")->required();
+  return setup_named<run_submit>(app, f, false);
+}
+Runner setup_list(CLI::App* app) {
+  auto f = std::make_shared<JobFlags>();
+  app->add_flag("-A,--all-namespaces", f->all_namespaces, "every namespace (admin tokens)");
+  return setup_named<run_list>(app, f, false);
+}
+Runner setup_describe(CLI::App* app) { return setup_named<run_describe>(app, std::make_shared<JobFlags>(), true); }
+Runner setup_events(CLI::App* app) { return setup_named<run_events>(app, std::make_shared<JobFlags>(), true); }
+Runner setup_cancel(CLI::App* app) { return setup_named<run_cancel>(app, std::make_shared<JobFlags>(), true); }
+Runner setup_logs(CLI::App* app) {
+  auto f = std::make_shared<JobFlags>();
+  app->add_flag("-f,--follow", f->follow, "stream the log until the attempt ends");
+  app->add_option("--replica", f->replica, "which replica of the gang")->capture_default_str();
+  app->add_option("--attempt", f->attempt, "which attempt (default: the latest)");
+  return setup_named<run_logs>(app, f, true);
+}
+
+}  // namespace
+KOI_COMMAND(job, "jobs on the control plane: submit, list, describe, logs, events, cancel", setup_job);
+KOI_SUBCOMMAND(job, submit, "submit a Job manifest (-f FILE)", setup_submit);
+KOI_SUBCOMMAND(job, list, "list the jobs of a namespace", setup_list);
+KOI_SUBCOMMAND(job, describe, "a job's spec, status, why it waits, and its events", setup_describe);
+KOI_SUBCOMMAND(job, logs, "a replica's log (-f follows it)", setup_logs);
+KOI_SUBCOMMAND(job, events, "a job's events: every transition with its cause", setup_events);
+KOI_SUBCOMMAND(job, cancel, "cancel a job (SIGTERM, then SIGKILL after its grace period)", setup_cancel);
+}  // namespace koi::cli

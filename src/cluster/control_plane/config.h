@@ -1,0 +1,65 @@
+// The control plane's configuration (`koi cluster serve --config cluster.yaml`): the declared
+// inventory, the queues, the tenants with their tokens, and the scheduling policy.
+//
+//   policy: koi                        # cluster::policy_by_name; default koi
+//   reconcileIntervalSeconds: 0.2      # the reconcile loop's period
+//   nodes:
+//     - {name: n0, cpu: 16, memoryMiB: 65536, gpus: {type: H100, count: 4, memoryMiB: 81920}}
+//   queues:
+//     - name: team-a
+//       tenant: alpha                  # the namespace whose jobs it takes
+//       cohort: shared                 # optional; queues of a cohort lend and borrow
+//       priority: 0
+//       quota: {gpu: {nominal: 2, borrowingLimit: 2, lendingLimit: 2}, cpu: {nominal: 8}, memory: {nominal: 32768}}
+//   tenants:
+//     - {name: alpha, token: secret-a}          # or tokenSha256: <hex>
+//   admins:
+//     - {name: ops, token: secret-admin}
+//
+// The config is the declared state, applied at every start (as `kubectl apply` of a
+// manifest): an admin may change or add a queue at run time (PUT /apis/v1/queues/NAME); the
+// change is stored and in force until the next start applies the config again.
+// Tokens are kept only as SHA-256 hashes (in memory and in the store). Unknown keys and bad
+// values are errors naming their path ("queues[1].quota.gpu.nominal: must be >= 0").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cluster/scheduler.h"
+#include "cluster/types.h"
+
+namespace koi::cluster {
+
+struct Principal {
+  std::string name;    // tenant (= namespace) or admin name
+  bool admin = false;
+};
+
+struct TokenEntry {
+  std::string sha256_hex;
+  Principal principal;
+};
+
+struct ControlPlaneConfig {
+  std::string policy = "koi";
+  double reconcile_interval_seconds = 0.2;
+  std::vector<NodeSpec> nodes;
+  std::vector<QueueSpec> queues;
+  std::vector<TokenEntry> tokens;
+  std::vector<std::string> tenants;
+};
+
+Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, const std::string& origin);
+Result<ControlPlaneConfig> load_control_plane_config(const std::string& path);
+
+// A Queue object (PUT /apis/v1/queues/NAME): apiVersion koi/v1, kind Queue, metadata.name,
+// spec {tenant, cohort, priority, quota} as in the config; errors name the field.
+Result<QueueSpec> parse_queue_manifest(const std::string& text, const std::string& name,
+                                       const std::vector<std::string>& tenants);
+
+// Lower-case hex SHA-256 of a token (OpenSSL).
+std::string sha256_hex(std::string_view text);
+
+}  // namespace koi::cluster

@@ -1,0 +1,187 @@
+#include "cluster/control_plane/local_executor.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/file.h"
+
+namespace koi::cluster {
+namespace {
+
+struct Id {
+  int pid = -1;
+  int64_t start = -1;
+};
+
+Id parse_id(const std::string& id) {
+  Id out;
+  if (std::sscanf(id.c_str(), "%d:%ld", &out.pid, &out.start) != 2) out.pid = -1;
+  return out;
+}
+
+std::string exit_path(const std::string& dir) { return path_join(dir, "exit"); }
+
+ReplicaStatus from_exit_record(const std::string& dir, bool* found) {
+  ReplicaStatus s;
+  auto text = read_file(exit_path(dir));
+  *found = text.ok() && parse_exit_record(*text, &s.exit_code, &s.signal);
+  if (*found) {
+    s.state = ReplicaState::kExited;
+    process::ExitStatus e;
+    e.code = s.exit_code, e.signal = s.signal;
+    s.detail = e.describe();
+  }
+  return s;
+}
+
+}  // namespace
+
+int64_t process_start_time(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return -1;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string field;
+  std::vector<std::string> fields;
+  while (rest >> field) fields.push_back(field);
+  // fields[0] is field 3 (state), so field 22 (starttime) is fields[19].
+  if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return -1;
+  return std::atoll(fields[19].c_str());
+}
+
+bool parse_exit_record(const std::string& text, int* code, int* signal) {
+  int v = 0;
+  *code = 0, *signal = 0;
+  if (std::sscanf(text.c_str(), "exit %d", &v) == 1) return *code = v, true;
+  if (std::sscanf(text.c_str(), "signal %d", &v) == 1) return *signal = v, true;
+  return false;
+}
+
+LocalExecutor::LocalExecutor(std::string koi_binary, std::vector<NodeSpec> nodes)
+    : koi_binary_(std::move(koi_binary)), nodes_(std::move(nodes)) {}
+
+LocalExecutor::~LocalExecutor() = default;
+
+Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
+  std::error_code ec;
+  std::filesystem::create_directories(r.dir, ec);
+  if (ec) return Status::io_error(fmt::format("cannot create the replica directory {}: {}", r.dir, ec.message()));
+  std::filesystem::remove(exit_path(r.dir), ec);
+  std::filesystem::remove(path_join(r.dir, "pid"), ec);
+  process::LaunchOptions o;
+  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid"), "--"};
+  o.argv.insert(o.argv.end(), r.argv.begin(), r.argv.end());
+  o.env = r.env;
+  std::string devices;
+  for (int g : r.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+  o.env["CUDA_VISIBLE_DEVICES"] = devices;
+  o.cwd = r.dir;
+  o.stdout_path = o.stderr_path = path_join(r.dir, "log");
+  KOI_ASSIGN_OR_RETURN(process::Process p, process::Process::launch(o));
+  const int64_t start = process_start_time(p.pid());
+  ReplicaHandle h{fmt::format("{}:{}", p.pid(), start), r.dir};
+  children_[h.id] = std::make_unique<process::Process>(std::move(p));
+  return h;
+}
+
+Result<std::vector<ReplicaHandle>> LocalExecutor::launch(const std::vector<ReplicaLaunch>& gang) {
+  std::vector<ReplicaHandle> out;
+  for (const ReplicaLaunch& r : gang) {
+    auto h = launch_one(r);
+    if (!h.ok()) {
+      for (const ReplicaHandle& started : out) {
+        (void)stop(started);
+        children_.erase(started.id);  // the destructor reaps it
+      }
+      return h.status();
+    }
+    out.push_back(*h);
+  }
+  return out;
+}
+
+bool LocalExecutor::adopt(const ReplicaHandle& replica) {
+  if (children_.count(replica.id)) return true;
+  const Id id = parse_id(replica.id);
+  return id.pid > 0 && process_start_time(id.pid) == id.start;
+}
+
+ReplicaStatus LocalExecutor::status(const ReplicaHandle& replica) {
+  bool found = false;
+  auto it = children_.find(replica.id);
+  if (it != children_.end()) {
+    auto r = it->second->wait_for(std::chrono::milliseconds(0));
+    if (r.ok() && !r->has_value()) return ReplicaStatus{};
+    ReplicaStatus s = from_exit_record(replica.dir, &found);
+    if (!found && r.ok()) {  // the wrapper itself was killed (SIGKILL to the group)
+      const process::ExitStatus& e = **r;
+      s.state = ReplicaState::kExited;
+      s.exit_code = e.code, s.signal = e.signal, s.detail = e.describe();
+    } else if (!found) {
+      s.state = ReplicaState::kLost;
+      s.detail = r.status().message();
+    }
+    children_.erase(it);
+    return s;
+  }
+  const Id id = parse_id(replica.id);
+  if (id.pid > 0 && process_start_time(id.pid) == id.start) return ReplicaStatus{};
+  ReplicaStatus s = from_exit_record(replica.dir, &found);
+  if (!found) {
+    s.state = ReplicaState::kLost;
+    s.detail = "the replica's process is gone and left no exit record (killed with its wrapper, or its node lost)";
+  }
+  return s;
+}
+
+std::optional<ReplicaHandle> LocalExecutor::find(const std::string& dir) {
+  auto text = read_file(path_join(dir, "pid"));
+  if (!text.ok()) return std::nullopt;
+  std::string id = *text;
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  const Id parsed = parse_id(id);
+  if (parsed.pid <= 0 || process_start_time(parsed.pid) != parsed.start) return std::nullopt;
+  return ReplicaHandle{id, dir};
+}
+
+Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {
+  const Id id = parse_id(replica.id);
+  if (id.pid <= 0) return Status::invalid_argument("not a local replica id: " + replica.id);
+  if (!children_.count(replica.id) && process_start_time(id.pid) != id.start) return ok_status();  // gone already
+  if (::killpg(id.pid, sig) != 0 && errno != ESRCH) {
+    return Status::io_error(fmt::format("cannot signal replica {}: {}", replica.id, std::strerror(errno)));
+  }
+  return ok_status();
+}
+
+Result<std::string> LocalExecutor::logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const {
+  const std::string path = path_join(replica.dir, "log");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::string();
+  f.seekg(0, std::ios::end);
+  const int64_t size = f.tellg();
+  if (offset < 0) offset = std::max<int64_t>(0, size + offset);  // negative: the last bytes
+  if (offset >= size) return std::string();
+  const int64_t n = std::min(max_bytes, size - offset);
+  std::string out(static_cast<size_t>(n), '\0');
+  f.seekg(offset);
+  f.read(out.data(), n);
+  out.resize(static_cast<size_t>(f.gcount()));
+  return out;
+}
+
+void LocalExecutor::detach() {
+  // Leave the replicas running for the next control plane to adopt: a Process destroyed
+  // while its child runs would kill the child's group.
+  for (auto& [id, p] : children_) (void)p.release();
+  children_.clear();
+}
+
+}  // namespace koi::cluster

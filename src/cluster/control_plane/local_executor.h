@@ -1,0 +1,59 @@
+// LocalExecutor: the embedded default executor. Every replica is a child process on this
+// machine, under a small wrapper (`koi cluster exec`, replica_wrapper.h) that runs the
+// real command in the same process group and writes how it ended to `<dir>/exit`:
+//   <dir>/log    stdout and stderr of the replica
+//   <dir>/pid    the wrapper's id, written by the wrapper before it starts the command
+//   <dir>/exit   "exit N" or "signal N", written atomically when the command ends
+// The wrapper is what lets a restarted control plane learn the exit status of a replica it
+// did not start (only a parent can wait for a child): the replica's id is
+// "<wrapper pid>:<start time in clock ticks>" (from /proc/<pid>/stat), so a recycled pid is
+// never mistaken for the replica.
+// Signals go to the wrapper's process group: the wrapper ignores SIGTERM/SIGINT/SIGHUP (its
+// command receives them and decides), SIGKILL ends both.
+// What it enforces: working directory, environment, CUDA_VISIBLE_DEVICES (the placed fake
+// GPU ids). It does not limit memory or CPU (no cgroups here; RLIMIT_AS breaks programs
+// that map large files); maxRuntime and the grace period are enforced by the reconciler.
+// Not thread-safe except logs(); the reconciler's thread calls it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/control_plane/executor.h"
+#include "process/process.h"
+
+namespace koi::cluster {
+
+class LocalExecutor : public Executor {
+ public:
+  // `koi_binary` runs the wrapper (`koi cluster exec`); `nodes` is the declared inventory.
+  LocalExecutor(std::string koi_binary, std::vector<NodeSpec> nodes);
+  ~LocalExecutor() override;
+
+  std::string name() const override { return "local"; }
+  std::vector<NodeSpec> inventory() const override { return nodes_; }
+  Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) override;
+  bool adopt(const ReplicaHandle& replica) override;
+  ReplicaStatus status(const ReplicaHandle& replica) override;
+  std::optional<ReplicaHandle> find(const std::string& dir) override;
+  Status signal(const ReplicaHandle& replica, int sig) override;
+  Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const override;
+  void detach() override;
+
+ private:
+  Result<ReplicaHandle> launch_one(const ReplicaLaunch& replica);
+
+  std::string koi_binary_;
+  std::vector<NodeSpec> nodes_;
+  std::map<std::string, std::unique_ptr<process::Process>> children_;  // by id; ours to wait for
+};
+
+// The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22); -1 if
+// it does not exist or is a zombie.
+int64_t process_start_time(int pid);
+// "exit 3" / "signal 9" as written by the wrapper.
+bool parse_exit_record(const std::string& text, int* code, int* signal);
+
+}  // namespace koi::cluster

@@ -1,0 +1,136 @@
+// Reconciler: the control loop that makes the cluster match the store. One round:
+//   1. reads every active job from the store;
+//   2. watches running ones through the executor: exits, lost replicas, maxRuntime, hangs
+//      (no growth of the replica logs nor of <checkpointDir>/metrics.jsonl for
+//      hangTimeoutSeconds), cancels (metadata.deletionTimestamp, set by the API);
+//   3. stops what must stop: SIGTERM to every replica, SIGKILL after the grace period;
+//   4. applies the healing rules when a stopped job's replicas have all ended (below);
+//   5. builds a cluster::ClusterState from the jobs holding resources, runs cluster::plan()
+//      and applies its decisions: Preempt starts a graceful stop; admissions listed after a
+//      preemption wait ("Preempting") until the victims are gone, then get a pass of their
+//      own at what they freed (docs/cluster.md); Admit records the placement (Admitted) and
+//      launches the gang through the executor (Running);
+//   6. writes plan()'s explanation into every waiting job's status (reason, message).
+// Healing rules (the budget is status.restarts against spec.restartPolicy.maxRestarts, kept
+// on the job record, so it survives a control-plane restart):
+//   all replicas exit 0                 -> Succeeded
+//   a replica fails (exit code/signal)  -> the rest are stopped; then: exit code in
+//     neverRetryExitCodes -> Failed; in retryExitCodes -> Restarting, budget untouched;
+//     else budget left -> Restarting after backoff * 2^(spent) capped at maxBackoffSeconds,
+//     budget spent; else Failed with the last exit code or signal and the log tail
+//   hang timeout                        -> treated as a failure (spends the budget)
+//   maxRuntimeSeconds exceeded          -> Failed (DeadlineExceeded)
+//   preempted                           -> Preempted, pending again (budget untouched)
+//   replica lost, launch failed         -> Restarting at once (budget untouched)
+// A restart of a train/finetune job passes --resume: koi train continues from the newest
+// complete checkpoint in its run directory (spec.checkpointDir).
+// recover() runs once at start: a Running job whose replicas are alive is adopted; the
+// dead ones are judged by their exit records like any exit; an Admitted job (its launch
+// was interrupted) is requeued, budget untouched.
+//
+// Threading: the loop has its own thread (start()/stop()), not a timer on the HTTP server's
+// io_context: a round makes blocking store calls and process polls, which would stall the
+// API's worker. wake() makes the next round start at once (after a submit or cancel).
+// reconcile_once() is public so tests drive rounds by hand with their own `now`.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "base/metrics.h"
+#include "base/status.h"
+#include "cluster/control_plane/executor.h"
+#include "cluster/control_plane/state_store.h"
+#include "cluster/scheduler.h"
+
+namespace koi::cluster {
+
+struct ReconcilerOptions {
+  std::string work_dir;    // <work_dir>/<ns>/<job>/<attempt>/<replica>/
+  std::string koi_binary;  // what train/eval jobs run
+  Policy policy;
+  double interval_seconds = 0.2;
+};
+
+// What `koi queue list` shows, from the last round.
+struct QueueUsage {
+  std::string name, tenant, cohort;
+  int pending = 0, running = 0;
+  std::map<std::string, int64_t> used;  // resource -> amount (cpu, gpu in milli; memory MiB)
+  std::map<std::string, Quota> quota;
+  bool borrowing = false;
+};
+
+// <work_dir>/<ns>/<name>/<attempt>/<replica>: a replica's working directory and log.
+std::string replica_dir(const std::string& work_dir, const std::string& ns, const std::string& name, int attempt,
+                        int replica);
+
+class Reconciler {
+ public:
+  Reconciler(StateStore& store, Executor& executor, Cluster cluster, metrics::Registry& registry,
+             ReconcilerOptions options);
+  ~Reconciler();
+
+  Status recover(double now);
+  Status reconcile_once(double now);
+
+  void start();
+  void stop();
+  void wake();
+
+  std::vector<QueueUsage> queue_usage() const;
+  // Replaces or adds a queue (by name); in force from the next round, visible through
+  // cluster() at once. Thread-safe.
+  void set_queue(const QueueSpec& queue);
+  // Free resources per node (Cluster::nodes order) after the last round.
+  std::vector<NodeFree> node_free() const;
+  // The cluster as last published (thread-safe; the reconciler's own copy changes only
+  // between rounds, on its thread).
+  std::shared_ptr<const Cluster> cluster() const;
+
+ private:
+  struct Work;  // one round's view of one job
+  Status commit(JobObject& job, std::vector<Event> events);
+  void event(std::vector<Event>& events, const JobObject& job, const std::string& type, const std::string& reason,
+             const std::string& message, double now);
+  void transition(JobObject& job, JobPhase phase, const std::string& reason, const std::string& message, double now,
+                  std::vector<Event>& events, const std::string& event_type = "Normal");
+  void begin_stop(JobObject& job, const std::string& cause, const std::string& message, double now,
+                  std::vector<Event>& events);
+  void finish_stop(JobObject& job, double now, std::vector<Event>& events);
+  void handle_failure(JobObject& job, int exit_code, int signal, const std::string& detail, double now,
+                      std::vector<Event>& events);
+  bool poll_replicas(JobObject& job);  // true when every replica has ended
+  std::string log_tail(const JobObject& job) const;
+  double last_progress(const JobObject& job) const;
+  Status launch(JobObject& job, const std::vector<Placement>& placements, double now);
+  std::string checkpoint_dir(const JobObject& job) const;
+  Job to_scheduler_job(const JobObject& job, int id) const;
+  std::set<std::string> waiting_preemptors(const std::vector<JobObject>& jobs) const;
+  ClusterState schedule(std::vector<JobObject>& jobs, double now, const std::set<std::string>& waiting,
+                        bool only_waiting);
+  void loop();
+
+  StateStore& store_;
+  Executor& executor_;
+  Cluster cluster_;  // the reconciler thread's; replaced by a pending update at a round's start
+  metrics::Registry& registry_;
+  const ReconcilerOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                // guarded by mu_
+  bool woken_ = false;               // guarded by mu_
+  std::vector<QueueUsage> usage_;    // guarded by mu_
+  std::vector<NodeFree> node_free_;  // guarded by mu_
+  std::shared_ptr<const Cluster> published_;  // guarded by mu_
+  bool cluster_changed_ = false;              // guarded by mu_: published_ is newer than cluster_
+  std::thread thread_;
+};
+
+}  // namespace koi::cluster

@@ -1,0 +1,82 @@
+// StateStore: the control plane's durable state in a store::Database (SQLite by default,
+// PostgreSQL by URL), schema "cluster":
+//   cluster_objects  (kind, namespace, name) -> uid, resource_version, phase, body (the JSON)
+//   cluster_events   one row per event: object, time, type (Normal | Warning), reason, message
+//   cluster_changes  the watch log: every object write and every event, by resource version
+//   cluster_meta     the resource-version counter (one sequence for all objects and events,
+//                    as etcd's revision)
+//   cluster_tokens   SHA-256 of each token -> principal (from the config; never the token)
+// Every write is one transaction: the object, its change record and its events commit
+// together or not at all, so an event is never lost nor recorded for a write that failed.
+// Optimistic concurrency: update() names the resourceVersion it read; a different current
+// one is FailedPrecondition ("conflict"), which the API answers with 409.
+// Thread-safe (the Database serialises calls; transactions hold its lock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cluster/control_plane/config.h"
+#include "cluster/control_plane/object.h"
+#include "store/database.h"
+
+namespace koi::cluster {
+
+struct Event {
+  int64_t resource_version = 0;
+  std::string kind = "Job", ns, name;
+  double time = 0;
+  std::string type = "Normal";  // Normal | Warning
+  std::string reason;
+  std::string message;
+};
+
+struct Change {
+  int64_t resource_version = 0;
+  std::string type;  // ADDED, MODIFIED, DELETED, EVENT
+  std::string kind, ns, name;
+  std::string body;  // the object's (or event's) JSON
+};
+
+std::string event_json(const Event& e);
+
+class StateStore {
+ public:
+  static Result<std::unique_ptr<StateStore>> open(const std::string& url);
+  explicit StateStore(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
+
+  store::Database& db() { return *db_; }
+
+  // Creates a job (AlreadyExists if the name is taken in its namespace); sets its uid,
+  // resourceVersion and creationTimestamp.
+  Status create_job(JobObject* job, const std::vector<Event>& events);
+  // Writes `job` if the stored resourceVersion still equals job->metadata.resource_version
+  // (FailedPrecondition otherwise); sets the new one. Events commit with it.
+  Status update_job(JobObject* job, const std::vector<Event>& events);
+  Result<std::optional<JobObject>> get_job(const std::string& ns, const std::string& name);
+  // ns "" = all namespaces; active_only: not Succeeded/Failed/Cancelled.
+  Result<std::vector<JobObject>> list_jobs(const std::string& ns, bool active_only);
+  Result<std::vector<Event>> events(const std::string& kind, const std::string& ns, const std::string& name);
+  // Changes after `after`, at most `limit`; ns "" = every namespace.
+  Result<std::vector<Change>> changes(int64_t after, const std::string& ns, int limit);
+  Result<int64_t> current_version();
+
+  // Writes a Queue object (replacing one of that name) with its event.
+  Status put_queue(const QueueSpec& queue, const Event& event);
+  // Replaces the token table with the config's; the declared Queue and Node objects likewise.
+  Status sync_config(const ControlPlaneConfig& config);
+  Result<std::vector<TokenEntry>> tokens();
+
+ private:
+  Result<int64_t> next_version();  // inside a transaction
+  Status record_events(const std::vector<Event>& events);
+
+  std::unique_ptr<store::Database> db_;
+};
+
+}  // namespace koi::cluster
