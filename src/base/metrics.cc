@@ -158,19 +158,23 @@ Histogram& Registry::histogram_series(internal::FamilyData& f, const std::string
   return *slot;
 }
 
+// The label string is built before the lock is taken: the by-name calls are on request paths.
 void Registry::add(const std::string& name, const Labels& labels, double delta) {
+  const std::string rendered = render_labels(labels);
   std::lock_guard lock(mu_);
-  scalar(checked_family(families_, name, labels), render_labels(labels)).inc(delta);
+  scalar(checked_family(families_, name, labels), rendered).inc(delta);
 }
 
 void Registry::set(const std::string& name, const Labels& labels, double value) {
+  const std::string rendered = render_labels(labels);
   std::lock_guard lock(mu_);
-  scalar(checked_family(families_, name, labels), render_labels(labels)).set(value);
+  scalar(checked_family(families_, name, labels), rendered).set(value);
 }
 
 void Registry::observe(const std::string& name, const Labels& labels, double value) {
+  const std::string rendered = render_labels(labels);
   std::lock_guard lock(mu_);
-  histogram_series(checked_family(families_, name, labels), render_labels(labels)).observe(value);
+  histogram_series(checked_family(families_, name, labels), rendered).observe(value);
 }
 
 double Registry::value(const std::string& name, const Labels& labels) const {
