@@ -106,9 +106,9 @@ class GatewayImpl final : public Gateway {
   const Clock& clock_;
   Fleet fleet_;
   metrics::Registry metrics_;
-  // The listeners are declared before the client and the ledger: pooled upstream sockets
-  // belong to the listeners' io_contexts, and the ledger's last callbacks post to them while
-  // it drains.
+  // The listeners are declared before the client and the ledger: the ledger's last callbacks
+  // post to their io_contexts while it drains; stop() closes the client's pooled sockets
+  // while those io_contexts exist.
   net::Server api_, admin_;
   net::Client client_;
   Ledger ledger_;
@@ -155,6 +155,7 @@ void GatewayImpl::stop() {
   admin_.stop();
   api_.wait();
   admin_.wait();
+  client_.close_idle();  // pooled sockets belong to api_'s io_contexts, which still exist
 }
 
 asio::awaitable<void> GatewayImpl::health_loop() {

@@ -106,6 +106,7 @@ struct Client::Pool {
   using Key = std::pair<const void*, std::string>;  // (io_context, host:port)
   size_t max_idle;
   mutable std::mutex mu;
+  bool closed = false;  // after close_idle(): connections are closed, not pooled
   std::map<Key, std::deque<UpstreamConn>> idle;
 
   std::optional<UpstreamConn> take(const Key& key) {
@@ -122,6 +123,7 @@ struct Client::Pool {
   }
   void put(const Key& key, UpstreamConn c) {
     std::lock_guard lock(mu);
+    if (closed) return;  // `c` closes here
     auto& q = idle[key];
     if (q.size() >= max_idle) q.pop_front();
     c.idle_since = std::chrono::steady_clock::now();
@@ -130,7 +132,7 @@ struct Client::Pool {
 };
 
 struct Exchange::State {
-  Client::Pool* pool = nullptr;
+  std::shared_ptr<Client::Pool> pool;
   Client::Pool::Key key;
   UpstreamConn conn;
   std::optional<http::response_parser<http::buffer_body>> parser;
@@ -208,8 +210,17 @@ awaitable<Result<std::string>> Exchange::read_all(size_t limit) {
   }
 }
 
-Client::Client(size_t max_idle_per_upstream) : pool_(std::make_unique<Pool>(max_idle_per_upstream)) {}
-Client::~Client() = default;
+Client::Client(size_t max_idle_per_upstream) : pool_(std::make_shared<Pool>(max_idle_per_upstream)) {}
+Client::~Client() { close_idle(); }
+
+void Client::close_idle() {
+  std::map<Pool::Key, std::deque<UpstreamConn>> dropped;
+  {
+    std::lock_guard lock(pool_->mu);
+    pool_->closed = true;
+    dropped.swap(pool_->idle);
+  }
+}
 
 size_t Client::idle_connections() const {
   std::lock_guard lock(pool_->mu);
@@ -229,7 +240,7 @@ awaitable<Result<std::unique_ptr<Exchange>>> Client::open(std::string host, std:
 
   http::request<http::string_body> msg = make_request(std::move(req), host, port);
   auto state = std::make_unique<Exchange::State>();
-  state->pool = pool_.get();
+  state->pool = pool_;
   state->key = {context, host + ":" + port};
   state->timeouts = timeouts;
   state->where = where;

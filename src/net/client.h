@@ -14,8 +14,9 @@
 // new connection (the upstream never saw it complete).
 // Failures are Status values: kUnavailable (refused, reset, closed early), kDeadlineExceeded
 // (a timeout), kInvalidArgument (bad URL). A Client is thread-safe; an Exchange is used by one
-// coroutine. The Client must outlive its Exchanges, and the io_contexts its connections
-// were opened on must outlive the Client (pooled sockets belong to them).
+// coroutine. An Exchange may outlive its Client (its connection is then closed, not pooled);
+// the io_contexts connections were opened on must outlive the Client, or the owner must call
+// close_idle() first (pooled sockets belong to those io_contexts).
 // Pass ClientRequest and Timeouts as named values, not braced temporaries: GCC 12 destroys a
 // braced temporary inside a co_await expression twice.
 #pragma once
@@ -108,11 +109,15 @@ class Client {
                                 const Headers& headers, std::chrono::milliseconds timeout);
 
   size_t idle_connections() const;
+  // Closes every pooled connection; from then on connections are closed, not pooled. Call it
+  // while the io_contexts the connections belong to still exist and none runs (an owner that
+  // has stopped and joined its threads); the destructor calls it.
+  void close_idle();
 
  private:
   friend class Exchange;
   struct Pool;
-  std::unique_ptr<Pool> pool_;
+  std::shared_ptr<Pool> pool_;  // shared with live Exchanges, which may outlive the Client
 };
 
 }  // namespace koi::net

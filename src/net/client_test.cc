@@ -39,9 +39,10 @@ class ClientTest : public ::testing::Test {
     port_ = std::to_string(*server_->listen());
     server_->start();
   }
-  // Runs `n` sequential calls on one io_context (one worker), returns the bodies.
+  // Runs `n` sequential calls on io_ (one worker), returns the bodies.
   std::vector<std::string> calls(Client& client, int n, std::chrono::milliseconds pause = 0ms) {
-    asio::io_context io;
+    asio::io_context& io = io_;
+    io.restart();
     std::vector<std::string> out;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
       asio::steady_timer t(io);
@@ -57,6 +58,7 @@ class ClientTest : public ::testing::Test {
     io.run();
     return out;
   }
+  asio::io_context io_;  // outlives the test body's Client, whose pooled sockets belong to it
   std::unique_ptr<Server> server_;
   std::string port_;
   std::atomic<int> requests_{0};
