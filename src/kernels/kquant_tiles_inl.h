@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kquant.h"
 
@@ -65,14 +66,23 @@ void unpack(const uint8_t* row, int64_t b, Unpacked& u) {
   } else {
     using Block = std::conditional_t<kType == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
     const auto* w = reinterpret_cast<const Block*>(row) + b;
-    alignas(32) int16_t mins[16];
+    // The 12 scale bytes rearranged into 8 scale bytes then 8 min bytes with 32-bit word
+    // operations (kquant_scale_min's layout, four sub-blocks per word), widened to int16.
+    uint32_t word[3], sm[4];
+    std::memcpy(word, w->scales, 12);
+    constexpr uint32_t kLow6 = 0x3F3F3F3F, kLow4 = 0x0F0F0F0F, kTop2 = 0x03030303;
+    sm[0] = word[0] & kLow6;                                          // scales 0..3
+    sm[1] = (word[2] & kLow4) | (((word[0] >> 6) & kTop2) << 4);      // scales 4..7
+    sm[2] = word[1] & kLow6;                                          // mins 0..3
+    sm[3] = ((word[2] >> 4) & kLow4) | (((word[1] >> 6) & kTop2) << 4);  // mins 4..7
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m128i scales = _mm256_castsi256_si128(wide), mins = _mm256_extracti128_si256(wide, 1);
+    const __m256i scales2 = _mm256_broadcastsi128_si256(scales);
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      kquant_scale_min(w->scales, j, &sc, &m);
-      u.sc[j] = _mm256_set1_epi16(static_cast<int16_t>(sc));
-      mins[2 * j] = mins[2 * j + 1] = static_cast<int16_t>(m);
+      // Bytes 2j, 2j + 1 (int16 lane j) into every lane.
+      u.sc[j] = _mm256_shuffle_epi8(scales2, _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8))));
     }
-    u.corr = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins));
+    u.corr = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
     for (int g = 0; g < 4; ++g) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qs + 32 * g));
       u.q[2 * g] = _mm256_and_si256(v, low4);
