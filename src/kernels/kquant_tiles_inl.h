@@ -104,8 +104,28 @@ void unpack(const uint8_t* row, int64_t b, Unpacked& u) {
 // stay in L2 while each super-block is unpacked once per pass.
 constexpr int64_t kKQuantTokenChunk = 64;
 
+// The 8 int32 partial sums of one super-block's dots with one token (sum them for the isum).
+template <class D>
+__m256i dot_block_with(const Unpacked& u, const BlockQ8_K& x) {
+  __m256i s = _mm256_setzero_si256();
+  for (int v = 0; v < 8; ++v) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * v));
+    s = D::madd(s, _mm256_maddubs_epi16(u.q[v], xv), u.sc[v]);
+  }
+  return s;
+}
+
+// Lane k of the result: the sum of the 8 lanes of v[k].
+inline __m256i reduce8(const __m256i* v) {
+  const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  // ab holds v[0..3]'s sums over their low 128 bits, then over their high 128 bits.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
 template <class D, DType kType>
 void kquant_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  const auto dot_block = [](const Unpacked& u, const BlockQ8_K& x) { return dot_block_with<D>(u, x); };
   const int64_t n_blocks = a.in / kQK_K;
   for (int64_t chunk = 0; chunk < a.n_tokens; chunk += kKQuantTokenChunk) {
     const int64_t nt = std::min(kKQuantTokenChunk, a.n_tokens - chunk);
@@ -118,14 +138,33 @@ void kquant_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       for (int64_t b = 0; b < n_blocks; ++b) {
         Unpacked u;
         unpack<kType>(row, b, u);
-        for (int64_t t = 0; t < nt; ++t) {
-          const BlockQ8_K& x = x0[t * x_stride + b];
-          __m256i s = _mm256_setzero_si256();
-          for (int v = 0; v < 8; ++v) {
-            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * v));
-            s = D::madd(s, _mm256_maddubs_epi16(u.q[v], xv), u.sc[v]);
+        int64_t t = 0;
+        // Eight tokens at a time: their sums reduced into the lanes of one vector, then the
+        // contract's float steps lane by lane (the same operations as the scalar tail below).
+        for (; t + 8 <= nt; t += 8) {
+          __m256i s[8], c[8];
+          alignas(32) float xd[8];
+          for (int k = 0; k < 8; ++k) {
+            const BlockQ8_K& x = x0[(t + k) * x_stride + b];
+            s[k] = dot_block(u, x);
+            c[k] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), u.corr);
+            xd[k] = x.d;
           }
-          const int32_t isum = hsum_i32(s);
+          const __m256i isum = reduce8(s), corr = reduce8(c);
+          const __m256 dx = _mm256_load_ps(xd);
+          __m256 y = _mm256_loadu_ps(acc + t);
+          if constexpr (kType == DType::kQ6_K) {
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, corr)), _mm256_mul_ps(_mm256_set1_ps(u.d), dx), y);
+          } else {
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_set1_ps(u.d), dx), y);
+            const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(u.dmin), dx), _mm256_set1_ps(-0.0f));
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), dm, y);
+          }
+          _mm256_storeu_ps(acc + t, y);
+        }
+        for (; t < nt; ++t) {
+          const BlockQ8_K& x = x0[t * x_stride + b];
+          const int32_t isum = hsum_i32(dot_block(u, x));
           const int32_t corr =
               hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), u.corr));
           if constexpr (kType == DType::kQ6_K) {
