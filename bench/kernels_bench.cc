@@ -103,6 +103,9 @@ BENCHMARK_CAPTURE(BM_Matmul, f16, DType::kF16)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, bf16, DType::kBF16)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::kQ8_0)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::kQ4_0)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, q4_K, DType::kQ4_K)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, q5_K, DType::kQ5_K)->Apply(tinyllama_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, q6_K, DType::kQ6_K)->Apply(tinyllama_shapes);
 
 // Sums 1 GiB of floats, each pool thread over its contiguous share of the buffer.
 void BM_MemoryReadBandwidth(benchmark::State& state) {

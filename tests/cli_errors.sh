@@ -91,7 +91,8 @@ expect "error: hf_badtok/tokenizer.json: model type 'WordPiece' is not supported
 expect "hf_noweights" generate -m hf_noweights
 expect "error: notamodel.txt: not a model file Koi recognises" generate -m notamodel.txt
 expect "import it first: koi convert --llama2c" generate -m "$m/stories260K.bin"
-expect "error: --type must be one of auto, f32, f16, bf16, q8_0, q4_0; got 'q3'" convert good.gguf --type q3 -o x.gguf
+expect "error: --type must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q4_k, q5_k, q6_k; got 'q3'" convert good.gguf --type q3 -o x.gguf
+expect "error: --type must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q4_k, q5_k, q6_k; got 'q3_k'" convert good.gguf --type q3_k -o x.gguf
 expect "error: --llama2c needs --tokenizer FILE" convert --llama2c "$m/stories260K.bin" -o x.gguf
 expect "error: trunc.gguf: file ends at byte 5000" convert trunc.gguf -o x.gguf
 expect "error: the prompt is" generate -m good.gguf -p "$(head -c 4000 "$shared/data/tinyshakespeare.txt")"

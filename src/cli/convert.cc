@@ -29,6 +29,8 @@ struct ConvertOptions {
   uint64_t seed = 1;
 };
 
+constexpr const char* kTypeNames = "auto, f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q4_k, q5_k, q6_k";
+
 // The type "auto" resolves to: the source's own type for 16-bit sources, f32 otherwise.
 // (Random models are f32 in memory and so default to f32 too.)
 DType auto_type(const model::ModelWeights& w) {
@@ -76,14 +78,14 @@ int run_convert(const ConvertOptions& o) {
     config.name = base.substr(0, base.find('.'));
   }
 
-  DType type = auto_type(weights);
+  model::ExportType type = auto_type(weights);
   if (o.type != "auto") {
-    auto t = dtype_from_name(o.type);
-    if (!t) return fail("--type must be one of auto, f32, f16, bf16, q8_0, q4_0; got '" + o.type + "'");
+    auto t = model::ExportType::from_name(o.type);
+    if (!t) return fail("--type must be one of " + std::string(kTypeNames) + "; got '" + o.type + "'");
     type = *t;
   }
   log::info("converting {} ({} layers, dim {}, vocab {}, {:.1f}M parameters) to {} at {}", source, config.n_layers,
-            config.dim, config.n_vocab, config.num_parameters() / 1e6, o.output, dtype_name(type));
+            config.dim, config.n_vocab, config.num_parameters() / 1e6, o.output, type.name());
   model::GgufWriter writer;
   auto stats = model::add_model_to_gguf(config, weights, type, writer);
   if (!stats.ok()) return fail(stats.status().message());
@@ -91,7 +93,8 @@ int run_convert(const ConvertOptions& o) {
   if (Status s = writer.write(o.output); !s.ok()) return fail(s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats->fallback_tensors > 0) {
-    log::info("{} tensors have rows that are not a multiple of 32 and were written as f16", stats->fallback_tensors);
+    log::info("{} tensors have rows that {} blocks do not divide and were written as q8_0 or f16 (as llama.cpp falls back)",
+              stats->fallback_tensors, type.name());
   }
   std::printf("wrote %s: %d tensors, %.1f MB of weights, tokenizer with %zu tokens, in %.1f s\n", o.output.c_str(),
               stats->tensors, stats->bytes / 1e6, spec.tokens.size(), secs);
@@ -105,7 +108,10 @@ Runner setup_convert(CLI::App* app) {
   app->add_option("--hf", o->input, "a Hugging Face model directory (same as the positional input)");
   app->add_option("--tokenizer", o->tokenizer, "the llama2.c tokenizer.bin of a --llama2c checkpoint");
   app->add_option("-o,--output", o->output, "the GGUF file to write")->required();
-  app->add_option("--type", o->type, "weight type: auto, f32, f16, bf16, q8_0, q4_0 (auto keeps 16-bit sources, else f32)")
+  app->add_option("--type", o->type,
+                  "weight type: " + std::string(kTypeNames) +
+                      " (auto keeps 16-bit sources, else f32; q4_k_m/q5_k_m are llama.cpp's mixes with q6_K output, "
+                      "attn_v and ffn_down layers; q4_k/q5_k/q6_k use one type for every matrix)")
       ->capture_default_str();
   app->add_option("--random", o->random_shape,
                   "write a random-weight model of a named shape instead (tiny, tinyllama) with a synthetic vocabulary");

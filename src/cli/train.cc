@@ -138,10 +138,15 @@ int run_export(const ExportOptions& o) {
     std::printf("exported the LoRA adapters of %s to %s\n", ckpt.c_str(), o.adapter.c_str());
   }
   if (o.output.empty()) return 0;
-  auto type = dtype_from_name(o.type);
-  if (!type) return fail("--type must be one of f32, f16, bf16, q8_0, q4_0; got '" + o.type + "'");
+  auto type = model::ExportType::from_name(o.type);
+  if (!type) {
+    return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q4_k, q5_k, q6_k; got '" + o.type + "'");
+  }
+  if (o.format == "hf" && type->mix != model::ExportType::Mix::kNone) {
+    return fail("--format hf takes --type f32, f16 or bf16; got '" + o.type + "'");
+  }
   const Status s =
-      o.format == "hf" ? train::export_hf(ckpt, o.output, *type) : train::export_gguf(ckpt, o.output, *type);
+      o.format == "hf" ? train::export_hf(ckpt, o.output, type->base) : train::export_gguf(ckpt, o.output, *type);
   if (!s.ok()) return fail(s.message());
   std::printf("exported %s to %s\n", ckpt.c_str(), o.output.c_str());
   return 0;
@@ -156,7 +161,8 @@ Runner setup_export(CLI::App* app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"gguf", "hf"}));
   app->add_option("--adapter", o->adapter, "directory to write the LoRA adapters to (PEFT format)");
-  app->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0 (hf: f32, f16, bf16)")
+  app->add_option("--type", o->type,
+                  "weight type: f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q4_k, q5_k, q6_k (hf: f32, f16, bf16)")
       ->capture_default_str();
   return [o] { return run_export(*o); };
 }

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "kernels/isa.h"
+#include "kernels/kquant.h"
 #include "kernels/run_rows.h"
 #include "kernels/simd.h"
 
@@ -95,8 +96,10 @@ void simd_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64_t
 void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   KOI_CHECK(w.ne[0] % dtype_block_size(w.type) == 0);
   const Isa isa = active_isa();
-  if (isa == Isa::kPortable) {
+  if (isa == Isa::kPortable || (dtype_is_kquant(w.type) && !kquant_has_kernels(w.type))) {
     portable_matmul(w, x, y, n_tokens, pool);
+  } else if (dtype_is_kquant(w.type)) {
+    kquant_matmul(isa, w, x, y, n_tokens, pool);
   } else {
     simd_matmul(isa, w, x, y, n_tokens, pool);
   }

@@ -7,6 +7,13 @@
 // q8_0/q4_0 weights quantizes each activation row to 8 bits (f32 block scales) and uses integer
 // dots, as llama.cpp does; bf16 weights on AVX512-BF16 round activations to bf16.
 //
+// K-quant weights (q4_K, q5_K, q6_K) at the SIMD levels meet activations quantized to q8_K (256
+// values, f32 scale, as llama.cpp does) and follow one integer contract (kquant.h): per 256-value
+// super-block, the exact int32 sum of the sub-block dots weighted by their 6- or 8-bit scales (and
+// for q4_K/q5_K the exact sum of mins times activation sums), then one fma per sum into y in
+// super-block order. So every level and every batch shape gives bitwise ref::kquant_matmul's
+// value. q2_K/q3_K (read only) and the portable level dequantize rows and take float dots.
+//
 // Determinism contract (the engine's batch invariance rests on it): the value computed for
 // one token's row never depends on how many other tokens are in the batch, on their
 // contents, or on the number of threads. Kernels may split work across rows and output
@@ -56,6 +63,9 @@ void axpy(float a, const float* x, float* y, int64_t n);
 namespace ref {
 // Scalar references, one for each op above that has a fast variant.
 void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens);
+// The K-quant contract (q4_K, q5_K, q6_K weights): x quantized to q8_K, integer sums per
+// super-block; what the SIMD levels must reproduce bitwise.
+void kquant_matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens);
 float dot(const float* a, const float* b, int64_t n);
 }  // namespace ref
 

@@ -90,6 +90,7 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kBF16: return matmul_rows_with<FloatK<DType::kBF16>>(a, row_begin, row_end);
     case DType::kQ8_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ8_0, kQuantTokens>(a, row_begin, row_end);
     case DType::kQ4_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ4_0, kQuantTokens>(a, row_begin, row_end);
+    default: return;  // the K-quants: kquant.h
   }
 }
 

@@ -98,6 +98,7 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kBF16: return matmul_rows_with<Float16Kernel<DType::kBF16>>(a, row_begin, row_end);
     case DType::kQ8_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ8_0, kQuantTokens>(a, row_begin, row_end);
     case DType::kQ4_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ4_0, kQuantTokens>(a, row_begin, row_end);
+    default: return;  // the K-quants: kquant.h
   }
 }
 

@@ -164,9 +164,9 @@ Status read_value(Reader& r, GgufType type, int depth, const std::string& what, 
   return Status::corrupt(what + " has unknown value type " + std::to_string(static_cast<uint32_t>(type)));
 }
 
-// Required alignment of a tensor's first byte: floats for F32, fp16 scales or halves for
-// the rest.
-uintptr_t element_alignment(DType t) { return t == DType::kF32 ? 4 : 2; }
+// Required alignment of a tensor's first byte: floats for F32 and Q8_K (an f32 scale per
+// block), fp16 scales or halves for the rest.
+uintptr_t element_alignment(DType t) { return t == DType::kF32 || t == DType::kQ8_K ? 4 : 2; }
 
 std::string shape_string(const std::vector<uint64_t>& ne) {
   std::string s = "[";
@@ -202,7 +202,7 @@ Status read_tensor_info(Reader& r, size_t index, GgufTensorInfo* t) {
   std::optional<DType> type = dtype_from_ggml(ggml_type);
   if (!type) {
     return Status::unsupported(name + " has ggml type " + std::to_string(ggml_type) + " (" + ggml_type_name(ggml_type) +
-                               "), which Koi does not read; convert the model to F32, F16, BF16, Q8_0 or Q4_0");
+                               "), which Koi does not read; convert the model to F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
   }
   if (ne[0] % static_cast<uint64_t>(dtype_block_size(*type)) != 0) {
     return Status::corrupt(name + " has rows of " + std::to_string(ne[0]) + " values, not a multiple of the " +

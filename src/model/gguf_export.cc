@@ -6,16 +6,18 @@
 namespace koi::model {
 namespace {
 
-// llama.cpp's general.file_type for an all-`t` model.
-uint32_t gguf_file_type(DType t) {
-  switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 7;
-    case DType::kBF16: return 32;
-  }
-  return 0;
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third in between.
+bool use_more_bits(int layer, int n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+// The layer of "blk.<i>.<rest>", or -1.
+int layer_of(std::string_view tensor) {
+  if (!tensor.starts_with("blk.")) return -1;
+  int layer = 0;
+  size_t i = 4;
+  for (; i < tensor.size() && tensor[i] >= '0' && tensor[i] <= '9'; ++i) layer = layer * 10 + (tensor[i] - '0');
+  return i > 4 && i < tensor.size() && tensor[i] == '.' ? layer : -1;
 }
 
 // Reorders the rows of each head from Hugging Face's rotate-half layout (pair i is rows i and
@@ -44,13 +46,65 @@ std::vector<float> to_f32(const TensorView& t) {
 
 }  // namespace
 
-Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& w, DType weight_type,
+std::optional<ExportType> ExportType::from_name(std::string_view name) {
+  std::string lower(name);
+  for (char& ch : lower) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+  if (lower == "q4_k_m") return ExportType(DType::kQ4_K, Mix::kQ4_K_M);
+  if (lower == "q5_k_m") return ExportType(DType::kQ5_K, Mix::kQ5_K_M);
+  std::optional<DType> t = dtype_from_name(lower);
+  if (!t || *t == DType::kQ2_K || *t == DType::kQ3_K || *t == DType::kQ8_K) return std::nullopt;
+  return ExportType(*t);
+}
+
+std::string ExportType::name() const {
+  switch (mix) {
+    case Mix::kQ4_K_M: return "q4_K_M";
+    case Mix::kQ5_K_M: return "q5_K_M";
+    case Mix::kNone: break;
+  }
+  return std::string(dtype_name(base));
+}
+
+DType ExportType::tensor_type(std::string_view tensor, int64_t row_length, int n_layers, bool has_output) const {
+  DType t = base;
+  if (mix != Mix::kNone) {
+    const int layer = layer_of(tensor);
+    if (tensor == "output.weight" || (!has_output && tensor == "token_embd.weight")) {
+      t = DType::kQ6_K;
+    } else if (layer >= 0 && (tensor.ends_with(".attn_v.weight") || tensor.ends_with(".ffn_down.weight")) &&
+               use_more_bits(layer, n_layers)) {
+      t = DType::kQ6_K;
+    }
+  }
+  if (row_length % dtype_block_size(t) != 0 && dtype_is_kquant(t)) t = DType::kQ8_0;
+  if (row_length % dtype_block_size(t) != 0) t = DType::kF16;
+  return t;
+}
+
+uint32_t ExportType::file_type() const {
+  if (mix == Mix::kQ4_K_M) return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  if (mix == Mix::kQ5_K_M) return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+  switch (base) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ8_0: return 7;
+    case DType::kQ4_K: return 14;  // no pure q4_K file type in llama.cpp; Q4_K_S is the closest
+    case DType::kQ5_K: return 16;  // Q5_K_S
+    case DType::kQ6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& w, ExportType weight_type,
                                       GgufWriter& writer) {
   KOI_RETURN_IF_ERROR(c.validate());
   const std::string& a = c.arch;
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", c.name.empty() ? "koi-model" : c.name);
-  writer.set_u32("general.file_type", gguf_file_type(weight_type));
+  writer.set_u32("general.file_type", weight_type.file_type());
+  if (dtype_block_size(weight_type.base) > 1) writer.set_u32("general.quantization_version", 2);
   writer.set_u32(a + ".context_length", static_cast<uint32_t>(c.max_seq_len));
   writer.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.dim));
   writer.set_u32(a + ".block_count", static_cast<uint32_t>(c.n_layers));
@@ -81,10 +135,10 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
       const int64_t width = t.n_dims == 1 ? 1 : t.ne[0];  // a bias has one value per row
       data = permute_for_interleaved_rope(data, width, n_heads_permute, c.head_dim);
     }
-    DType type = matrix ? weight_type : DType::kF32;
-    if (t.ne[0] % dtype_block_size(type) != 0) {
-      type = DType::kF16;
-      ++stats.fallback_tensors;
+    DType type = DType::kF32;
+    if (matrix) {
+      type = weight_type.tensor_type(name, t.ne[0], c.n_layers, !c.tied_embeddings);
+      if (t.ne[0] % dtype_block_size(weight_type.base) != 0) ++stats.fallback_tensors;
     }
     const int64_t rows = t.num_rows(), row_bytes = dtype_row_bytes(type, t.ne[0]);
     std::vector<uint8_t> bytes(static_cast<size_t>(rows * row_bytes));

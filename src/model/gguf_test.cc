@@ -385,12 +385,14 @@ TEST(GgufCorruptTest, EveryCorruptionIsAnErrorWithAPinnedMessage) {
        "tensor 't' has 5 dimensions; GGUF allows 1 to 4"},
       {header(1, 0).tensor("t", {}, 0, 0).zeros(8).s, StatusCode::kCorrupt,
        "tensor 't' has 0 dimensions; GGUF allows 1 to 4"},
-      {header(1, 0).tensor("blk.0.ffn_down.weight", {256, 4}, 12, 0).s, StatusCode::kUnsupported,
-       "tensor 'blk.0.ffn_down.weight' has ggml type 12 (Q4_K), which Koi does not read; convert the model to F32, "
-       "F16, BF16, Q8_0 or Q4_0"},
+      {header(1, 0).tensor("blk.0.ffn_down.weight", {256, 4}, 23, 0).s, StatusCode::kUnsupported,
+       "tensor 'blk.0.ffn_down.weight' has ggml type 23 (IQ4_XS), which Koi does not read; convert the model to F32, "
+       "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"},
       {header(1, 0).tensor("t", {4}, 99, 0).s, StatusCode::kUnsupported,
-       "tensor 't' has ggml type 99 (unknown), which Koi does not read; convert the model to F32, F16, BF16, Q8_0 or "
-       "Q4_0"},
+       "tensor 't' has ggml type 99 (unknown), which Koi does not read; convert the model to F32, F16, BF16, Q8_0, "
+       "Q4_0, Q4_K, Q5_K or Q6_K"},
+      {header(1, 0).tensor("t", {128, 2}, 12, 0).s, StatusCode::kCorrupt,
+       "tensor 't' has rows of 128 values, not a multiple of the q4_K block size 256"},
       {header(1, 0).tensor("t", {33, 2}, 8, 0).s, StatusCode::kCorrupt,
        "tensor 't' has rows of 33 values, not a multiple of the q8_0 block size 32"},
       {header(1, 0).tensor("t", {1ull << 32, 1ull << 32}, 0, 0).s, StatusCode::kCorrupt,

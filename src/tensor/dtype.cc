@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "tensor/kquants.h"
 
 namespace koi {
 
@@ -14,13 +15,25 @@ std::string_view dtype_name(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
+    case DType::kQ2_K: return "q2_K";
+    case DType::kQ3_K: return "q3_K";
+    case DType::kQ4_K: return "q4_K";
+    case DType::kQ5_K: return "q5_K";
+    case DType::kQ6_K: return "q6_K";
+    case DType::kQ8_K: return "q8_K";
   }
   return "unknown";
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
-    if (dtype_name(t) == name) return t;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K}) {
+    const std::string_view n = dtype_name(t);
+    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(),
+                                              [&](char a, char b) { return lower(a) == lower(b); })) {
+      return t;
+    }
   }
   return std::nullopt;
 }
@@ -31,6 +44,12 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
     case 1: return DType::kF16;
     case 2: return DType::kQ4_0;
     case 8: return DType::kQ8_0;
+    case 10: return DType::kQ2_K;
+    case 11: return DType::kQ3_K;
+    case 12: return DType::kQ4_K;
+    case 13: return DType::kQ5_K;
+    case 14: return DType::kQ6_K;
+    case 15: return DType::kQ8_K;
     case 30: return DType::kBF16;
     default: return std::nullopt;
   }
@@ -40,6 +59,12 @@ int64_t dtype_block_size(DType t) {
   switch (t) {
     case DType::kQ8_0: return kQK8_0;
     case DType::kQ4_0: return kQK4_0;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K: return kQK_K;
     default: return 1;
   }
 }
@@ -51,6 +76,12 @@ int64_t dtype_block_bytes(DType t) {
     case DType::kBF16: return 2;
     case DType::kQ8_0: return sizeof(BlockQ8_0);
     case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ2_K: return sizeof(BlockQ2_K);
+    case DType::kQ3_K: return sizeof(BlockQ3_K);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
+    case DType::kQ8_K: return sizeof(BlockQ8_K);
   }
   return 0;
 }
@@ -165,6 +196,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
+    case DType::kQ4_K: return quantize_row_q4_K(src, static_cast<BlockQ4_K*>(dst), n);
+    case DType::kQ5_K: return quantize_row_q5_K(src, static_cast<BlockQ5_K*>(dst), n);
+    case DType::kQ6_K: return quantize_row_q6_K(src, static_cast<BlockQ6_K*>(dst), n);
+    case DType::kQ8_K: return quantize_row_q8_K(src, static_cast<BlockQ8_K*>(dst), n);
+    case DType::kQ2_K:
+    case DType::kQ3_K: KOI_CHECK(false && "q2_K and q3_K are read only"); return;
   }
 }
 
@@ -203,6 +240,12 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::kQ2_K: return dequantize_row_q2_K(static_cast<const BlockQ2_K*>(src), dst, n);
+    case DType::kQ3_K: return dequantize_row_q3_K(static_cast<const BlockQ3_K*>(src), dst, n);
+    case DType::kQ4_K: return dequantize_row_q4_K(static_cast<const BlockQ4_K*>(src), dst, n);
+    case DType::kQ5_K: return dequantize_row_q5_K(static_cast<const BlockQ5_K*>(src), dst, n);
+    case DType::kQ6_K: return dequantize_row_q6_K(static_cast<const BlockQ6_K*>(src), dst, n);
+    case DType::kQ8_K: return dequantize_row_q8_K(static_cast<const BlockQ8_K*>(src), dst, n);
   }
 }
 

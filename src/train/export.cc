@@ -106,7 +106,7 @@ Status write_hf_files(const MergedCheckpoint& m, DType weight_type, const std::s
 
 }  // namespace
 
-Status export_gguf(const std::string& checkpoint_dir, const std::string& out_path, DType weight_type) {
+Status export_gguf(const std::string& checkpoint_dir, const std::string& out_path, model::ExportType weight_type) {
   KOI_ASSIGN_OR_RETURN(MergedCheckpoint m, load_merged(checkpoint_dir));
   model::ModelConfig config = m.config;
   config.name = "koi-trained";

@@ -16,11 +16,12 @@
 #include <string>
 
 #include "base/status.h"
+#include "model/gguf_export.h"
 #include "tensor/dtype.h"
 
 namespace koi::train {
 
-Status export_gguf(const std::string& checkpoint_dir, const std::string& out_path, DType weight_type);
+Status export_gguf(const std::string& checkpoint_dir, const std::string& out_path, model::ExportType weight_type);
 Status export_hf(const std::string& checkpoint_dir, const std::string& out_dir, DType weight_type);
 Status export_adapter(const std::string& checkpoint_dir, const std::string& out_dir);
 
