@@ -1,6 +1,6 @@
 // Kernel benchmarks: matmul per weight type at TinyLlama-1.1B shapes, decode (1 token: weight
-// GB/s) and prefill (512 tokens: GFLOP/s), plus the machine's memory read bandwidth, the bound
-// that decode speed is compared against.
+// GB/s), batched decode (2-64 tokens, small_*) and prefill (512 tokens: GFLOP/s), plus the
+// machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against.
 //
 //   build-x/bench/koi_bench_kernels [--isa=portable|avx2|avx512|avx512bf16] [--threads=N]
 //                                   [--benchmark_filter=...]
@@ -8,6 +8,7 @@
 // Decode cycles through copies of the weights totalling more than the last-level cache, so every
 // call streams its weights from memory as in a real forward pass.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@ namespace koi::kernels {
 namespace {
 
 constexpr int64_t kColdBytes = int64_t{512} << 20;  // larger than any L3 we run on
+constexpr int64_t kSmallBatchTokens = 64;           // the batched-decode sizes below
 
 int g_threads = 0;  // --threads; 0: one per physical core
 
@@ -66,7 +68,8 @@ Weights make_weights(DType type, int64_t in, int64_t out, bool cold) {
 void BM_Matmul(benchmark::State& state, DType type) {
   const int64_t in = state.range(0), out = state.range(1), n_tokens = state.range(2);
   const bool decode = n_tokens == 1;
-  Weights w = make_weights(type, in, out, decode);
+  // Decode and small batches stream their weights from memory, as a batched decode step does.
+  Weights w = make_weights(type, in, out, n_tokens <= kSmallBatchTokens);
   std::vector<float> x(static_cast<size_t>(in * n_tokens)), y(static_cast<size_t>(out * n_tokens));
   Rng rng(2);
   for (float& v : x) v = static_cast<float>(rng.normal());
@@ -79,10 +82,9 @@ void BM_Matmul(benchmark::State& state, DType type) {
   if (decode) {
     state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.matrix_bytes) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
-  } else {
-    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * n_tokens * 1e-9,
-                                                   benchmark::Counter::kIsIterationInvariantRate);
   }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * n_tokens * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(active_isa())));
 }
 
@@ -106,6 +108,52 @@ BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::kQ4_0)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, q4_K, DType::kQ4_K)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, q5_K, DType::kQ5_K)->Apply(tinyllama_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, q6_K, DType::kQ6_K)->Apply(tinyllama_shapes);
+
+// Batched decode: 1-64 tokens (one per sequence) through gate/up (2048 -> 5632) and down
+// (5632 -> 2048), the weights streamed from memory; GFLOP/s rising with the batch is aggregate
+// decode throughput rising with it.
+void small_batches(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{2048, 5632}, {5632, 2048}}) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 8, 16, 32, 64}) b->Args({in, out, n_tokens});
+  }
+  b->ArgNames({"in", "out", "tokens"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK_CAPTURE(BM_Matmul, small_q8_0, DType::kQ8_0)->Apply(small_batches);
+BENCHMARK_CAPTURE(BM_Matmul, small_q4_0, DType::kQ4_0)->Apply(small_batches);
+
+// The int8 ceiling the quantized matmuls are measured against: every pool thread runs 12
+// independent chains of 512-bit vpdpbusd in registers (64 multiply-adds each), no memory.
+__attribute__((target("avx512f,avx512vnni"))) void int8_chains(int64_t steps, int32_t* out) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t k = 0; k < steps; ++k) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], u, s);
+  }
+  for (int i = 1; i < 12; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  *out = 0;
+  for (int32_t v : lanes) *out += v;
+}
+
+void BM_Int8Peak(benchmark::State& state) {
+  constexpr int64_t kSteps = 1 << 18;
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  std::vector<int32_t> out(static_cast<size_t>(pool().num_threads()));
+  for (auto _ : state) {
+    pool().run([&](int thread_idx, int) { int8_chains(kSteps, &out[static_cast<size_t>(thread_idx)]); });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(64.0 * 12 * kSteps * pool().num_threads() * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(pool().num_threads()) + " threads");
+}
+BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Sums 1 GiB of floats, each pool thread over its contiguous share of the buffer.
 void BM_MemoryReadBandwidth(benchmark::State& state) {

@@ -28,3 +28,8 @@ set_tests_properties(connection_flood PROPERTIES
 add_test(NAME serve_speculative_greedy_is_identical
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_speculative.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
 set_tests_properties(serve_speculative_greedy_is_identical PROPERTIES LABELS integration TIMEOUT 120)
+# No KV flag: the default follows the machine and the KV pool is touched only when used
+# (resident memory within 10% of the model file + 64 MiB; Must show 4 of issue 21).
+add_test(NAME serve_kv_default_follows_the_machine
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_kv_default.sh $<TARGET_FILE:koi>)
+set_tests_properties(serve_kv_default_follows_the_machine PROPERTIES LABELS integration TIMEOUT 300)

@@ -46,7 +46,7 @@ int ThreadPool::physical_cores() {
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(num_threads > 0 ? num_threads : physical_cores()) {
-  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -61,23 +61,43 @@ void ThreadPool::run(const Fn& fn) {
     fn(0, 1);
     return;
   }
-  job_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
-  fn(0, num_threads_);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
-    cpu_relax();
-    left = pending_.load(std::memory_order_acquire);
-  }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
+  run_items(num_threads_, [&](int64_t i) { fn(static_cast<int>(i), num_threads_); });
+}
+
+void ThreadPool::claim_items() {
+  for (int64_t i = next_item_.fetch_add(1, std::memory_order_relaxed); i < num_items_;
+       i = next_item_.fetch_add(1, std::memory_order_relaxed)) {
+    (*item_fn_)(i);
   }
 }
 
-void ThreadPool::worker_loop(int thread_idx) {
+// The handshake that lets the caller return without waiting for workers that never arrived:
+// a worker announces itself (active_ + 1) and only then checks open_; the caller closes the job
+// (open_ = false) once every item is claimed and then waits for active_ to reach 0. Both sides
+// are sequentially consistent, so a worker that saw the job open is counted in active_ when the
+// caller looks, and one that arrives later sees it closed and touches nothing of it. (It may see
+// the next job open instead and join that one, which is as good.)
+void ThreadPool::run_items(int64_t n, const ItemFn& item) {
+  item_fn_ = &item;
+  num_items_ = n;
+  next_item_.store(0, std::memory_order_relaxed);
+  open_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  claim_items();
+  open_.store(false);
+  int active = active_.load();
+  for (int spin = 0; active != 0 && spin < kSpinIterations; ++spin) {
+    cpu_relax();
+    active = active_.load();
+  }
+  while (active != 0) {
+    active_.wait(active);
+    active = active_.load();
+  }
+}
+
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
@@ -91,8 +111,9 @@ void ThreadPool::worker_loop(int thread_idx) {
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(thread_idx, num_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    active_.fetch_add(1);
+    if (open_.load()) claim_items();
+    if (active_.fetch_sub(1) == 1) active_.notify_all();
   }
 }
 

@@ -1,9 +1,17 @@
 // ThreadPool: a persistent pool for data-parallel kernels with low dispatch overhead.
 //
-// run(fn) calls fn(thread_idx, num_threads) once on each of num_threads threads (the
-// calling thread is thread 0) and returns when all have finished. Workers spin briefly
-// for the next job, then sleep on an atomic wait, so a decode step of hundreds of small
-// operations does not pay a futex round trip per operation.
+// A job is a fixed list of work items, numbered 0..n-1, that the calling thread and the workers
+// claim one at a time from a shared counter as they arrive: each item runs exactly once, and only
+// which thread runs it changes from call to call. So when another process takes a core, the
+// threads that still run take the remaining items instead of every op waiting for the
+// descheduled one; a worker that has not arrived by the time every item is claimed is not waited
+// for. run(fn) has one item per thread index; parallel_for(n, fn) cuts [0, n) into ranges that
+// depend only on n and num_threads(), so a caller whose result is the same for any split of
+// [0, n) into ranges (every kernel here: the batch-invariance contract) stays bitwise
+// reproducible.
+//
+// Workers spin briefly for the next job, then sleep on an atomic wait, so a decode step of
+// hundreds of small operations does not pay a futex round trip per operation.
 // One caller at a time: run() is not reentrant and must not be called from two threads at
 // once (the engine thread owns its pool). Destruction joins the workers.
 #pragma once
@@ -27,9 +35,17 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+
+  // fn(i, num_threads) once for each i in [0, num_threads), each on whichever thread claims it
+  // (one thread may run several); returns when all have returned.
   void run(const Fn& fn);
 
-  // Splits [0, n) into contiguous ranges, one per thread: fn(begin, end).
+  // Ranges per thread in parallel_for: small enough that a descheduled thread holds up an op by
+  // at most one range, large enough that claiming one (an atomic add) costs nothing next to it.
+  static constexpr int64_t kRangesPerThread = 8;
+
+  // Splits [0, n) into min(n, kRangesPerThread * num_threads()) contiguous ranges of equal size
+  // (to one) and calls fn(begin, end) once per range, on whichever thread claims it.
   template <typename F>
   void parallel_for(int64_t n, F&& fn) {
     if (n <= 0) return;
@@ -37,22 +53,29 @@ class ThreadPool {
       fn(int64_t{0}, n);
       return;
     }
-    run([&](int t, int nt) {
-      int64_t begin = n * t / nt, end = n * (t + 1) / nt;
-      if (begin < end) fn(begin, end);
-    });
+    const int64_t ranges = n < kRangesPerThread * num_threads_ ? n : kRangesPerThread * num_threads_;
+    run_items(ranges, [&](int64_t i) { fn(n * i / ranges, n * (i + 1) / ranges); });
   }
 
   static int physical_cores();
 
  private:
-  void worker_loop(int thread_idx);
+  using ItemFn = std::function<void(int64_t item)>;
+  // Runs item(i) for i in [0, n) on the caller and the workers that join; see the header comment.
+  void run_items(int64_t n, const ItemFn& item);
+  void claim_items();
+  void worker_loop();
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  const Fn* job_ = nullptr;
+  // The open job: written by the caller before it opens the job (open_), read by the workers
+  // that saw it open.
+  const ItemFn* item_fn_ = nullptr;
+  int64_t num_items_ = 0;
+  std::atomic<int64_t> next_item_{0};
+  std::atomic<bool> open_{false};    // a job's items may still be claimed
+  std::atomic<int> active_{0};       // workers inside claim_items() or about to check open_
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
 };
 

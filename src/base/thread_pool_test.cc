@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace koi {
@@ -28,6 +32,45 @@ TEST(ThreadPoolTest, ParallelForCoversRangeExactlyOnce) {
       for (int64_t i = b; i < e; ++i) seen[i]++;
     });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForRangesDependOnlyOnNAndThreads) {
+  // Which thread runs a range changes from call to call; the ranges themselves do not.
+  ThreadPool pool(3);
+  for (int64_t n : {5, 24, 1001}) {
+    std::vector<std::pair<int64_t, int64_t>> first;
+    for (int call = 0; call < 50; ++call) {
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> lock(mu);
+        ranges.emplace_back(b, e);
+      });
+      std::sort(ranges.begin(), ranges.end());
+      ASSERT_EQ(static_cast<int64_t>(ranges.size()), std::min<int64_t>(n, 3 * ThreadPool::kRangesPerThread));
+      if (call == 0) first = ranges;
+      ASSERT_EQ(ranges, first) << "n=" << n << " call " << call;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, AStalledThreadLeavesItsShareToTheOthers) {
+  // Range 0 does not finish until every other range has: with a static split the thread holding
+  // it would hold others too and this would never return. Whichever thread takes it, the other
+  // one claims all the rest.
+  ThreadPool pool(2);
+  for (int round = 0; round < 20; ++round) {
+    constexpr int64_t kRanges = 2 * ThreadPool::kRangesPerThread;
+    std::atomic<int64_t> done{0};
+    pool.parallel_for(kRanges, [&](int64_t b, int64_t e) {
+      if (b == 0) {
+        while (done.load() != kRanges - 1) std::this_thread::yield();
+      } else {
+        done.fetch_add(e - b);
+      }
+    });
+    ASSERT_EQ(done.load(), kRanges - 1);
   }
 }
 

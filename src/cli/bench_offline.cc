@@ -98,8 +98,8 @@ int run_offline(OfflineOptions o) {
       std::printf("model %s: %d layers, dim %d, %.2fB parameters; KV cache %d blocks (%lld tokens)\n",
                   eo.model.c_str(), cfg.n_layers, cfg.dim, cfg.num_parameters() / 1e9, blocks,
                   static_cast<long long>(blocks) * eo.block_size);
-      std::printf("%6s %6s %10s %12s %12s %10s %10s %10s %10s\n", "conc", "reqs", "req/s", "out tok/s",
-                  "total tok/s", "ttft p50", "ttft p99", "e2e p50", "e2e p99");
+      std::printf("%6s %6s %10s %12s %12s %10s %10s %10s %10s %12s %12s\n", "conc", "reqs", "req/s", "out tok/s",
+                  "total tok/s", "ttft p50", "ttft p99", "e2e p50", "e2e p99", "decode tok/s", "decode ms");
       printed_header = true;
     }
     int64_t in_tokens = 0, out_tokens = 0;
@@ -118,10 +118,22 @@ int run_offline(OfflineOptions o) {
     std::map<std::string, double> first, done;
     const auto start = std::chrono::steady_clock::now();
     auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    // Decode-only steps (every token computed was a token returned: no prompt chunk, no draft):
+    // aggregate decode throughput and the time of one step at this concurrency.
+    int64_t decode_tokens = 0, decode_steps = 0;
+    double decode_secs = 0;
     while (eng.has_unfinished()) {
+      const int64_t computed = eng.stats().num_computed_tokens, generated = eng.stats().num_generated_tokens;
+      const double before = now();
       auto outs = eng.step();
       if (!outs.ok()) return fail(outs.status().message());
       const double t = now();
+      const int64_t step_generated = eng.stats().num_generated_tokens - generated;
+      if (step_generated > 0 && eng.stats().num_computed_tokens - computed == step_generated) {
+        decode_tokens += step_generated;
+        decode_secs += t - before;
+        ++decode_steps;
+      }
       for (const auto& out : *outs) {
         out_tokens += static_cast<int64_t>(out.token_ids.size());
         if (!out.token_ids.empty()) first.emplace(out.request_id, t);
@@ -132,23 +144,25 @@ int run_offline(OfflineOptions o) {
     std::vector<double> ttft, e2e;
     for (auto& [id, t] : first) ttft.push_back(t);
     for (auto& [id, t] : done) e2e.push_back(t);
-    std::printf("%6d %6d %10.2f %12.1f %12.1f %10.3f %10.3f %10.3f %10.3f\n", conc, n, n / secs, out_tokens / secs,
-                (in_tokens + out_tokens) / secs, percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50),
-                percentile(e2e, 99));
+    const double decode_tps = decode_secs > 0 ? decode_tokens / decode_secs : 0;
+    const double decode_ms = decode_steps > 0 ? 1e3 * decode_secs / decode_steps : 0;
+    std::printf("%6d %6d %10.2f %12.1f %12.1f %10.3f %10.3f %10.3f %10.3f %12.1f %12.1f\n", conc, n, n / secs,
+                out_tokens / secs, (in_tokens + out_tokens) / secs, percentile(ttft, 50), percentile(ttft, 99),
+                percentile(e2e, 50), percentile(e2e, 99), decode_tps, decode_ms);
     if (!eo.speculative.empty()) {
       std::printf("       speculative %s: %lld drafts, %lld accepted (acceptance %.3f)\n", eo.speculative.c_str(),
                   static_cast<long long>(eng.stats().num_draft_tokens),
                   static_cast<long long>(eng.stats().num_accepted_tokens), eng.stats().spec_acceptance_rate);
     }
     std::fflush(stdout);
-    char buf[512];
+    char buf[768];
     std::snprintf(buf, sizeof buf,
                   "%s{\"concurrency\":%d,\"requests\":%d,\"seconds\":%.4f,\"requests_per_s\":%.4f,\"output_tokens_per_s\":%.3f,"
                   "\"total_tokens_per_s\":%.3f,\"ttft_p50\":%.4f,\"ttft_p99\":%.4f,\"e2e_p50\":%.4f,\"e2e_p90\":%.4f,\"e2e_p99\":%.4f,"
-                  "\"preemptions\":%lld}",
+                  "\"decode_tokens_per_s\":%.3f,\"decode_step_ms\":%.3f,\"preemptions\":%lld}",
                   json.size() > 1 ? "," : "", conc, n, secs, n / secs, out_tokens / secs, (in_tokens + out_tokens) / secs,
                   percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50), percentile(e2e, 90),
-                  percentile(e2e, 99), static_cast<long long>(eng.stats().num_preemptions));
+                  percentile(e2e, 99), decode_tps, decode_ms, static_cast<long long>(eng.stats().num_preemptions));
     json += buf;
   }
   json += "]\n";

@@ -1,5 +1,9 @@
 #include "cli/engine_flags.h"
 
+#include <fmt/format.h>
+
+#include "engine/kv_memory.h"
+
 namespace koi::cli {
 
 void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, const std::string& threads_names) {
@@ -10,8 +14,11 @@ void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, 
   if (groups & kMemoryFlags) {
     app->add_option("--kv-cache-memory", o->kv_cache_memory,
                     std::string("KV cache size: bytes with a unit (2GiB, 512MiB) or a fraction of RAM (0.3)") +
-                        (o->kv_cache_memory.empty() ? " (default: room for every running sequence at full length)"
-                                                    : ""))
+                        (o->kv_cache_memory.empty()
+                             ? fmt::format(" (default: room for every running sequence at full length, at most "
+                                           "{:.0f}% of the memory available beside the model)",
+                                           100 * engine::kDefaultKvFraction)
+                             : std::string()))
         ->capture_default_str();
     app->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str();
     app->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per engine step")

@@ -1,9 +1,11 @@
 #include "engine/engine_builder.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "base/logging.h"
 #include "engine/kv_memory.h"
 
 namespace koi::engine {
@@ -23,6 +25,26 @@ Status at_least(std::string_view flag, int64_t value, int64_t lo) {
 Status between(std::string_view flag, int64_t value, int64_t lo, int64_t hi) {
   if (value >= lo && value <= hi) return ok_status();
   return Status::invalid_argument(fmt::format("{} must be between {} and {}, got {}", flag, lo, hi, value));
+}
+
+// Bytes of the tensors the forward pass reads (a tied output matrix counted once): what the
+// weights occupy once resident, mapped or owned.
+int64_t weight_bytes(const model::ModelWeights& w) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  const auto add = [&](const TensorView& t) {
+    if (t.data != nullptr && seen.insert(t.data).second) bytes += t.num_bytes();
+  };
+  add(w.token_embd);
+  add(w.output_norm);
+  add(w.output);
+  for (const model::LayerWeights& l : w.layers) {
+    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.ffn_norm,
+                                &l.w_gate, &l.w_up, &l.w_down}) {
+      add(*t);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -84,14 +106,24 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
   const int64_t block_bytes = m.kv_shape(1, o.block_size).bytes_per_block();
   int num_blocks = 0;
   if (o.kv_cache_memory.empty()) {
+    // From the machine and the model (kv_memory.h); a draft model's blocks and weights count too.
+    int64_t blocks_bytes = block_bytes, model_bytes = weight_bytes(m.weights());
+    if (host.draft) {
+      blocks_bytes += host.draft->model->kv_shape(1, o.block_size).bytes_per_block();
+      model_bytes += weight_bytes(host.draft->model->weights());
+    }
     const int64_t per_seq = (max_len + o.block_size - 1) / o.block_size;
-    num_blocks = static_cast<int>(std::min(int64_t{o.max_num_seqs} * per_seq, kMaxKvBlocks));
+    const KvDefault kv = default_kv_cache_memory(available_ram_bytes(), model_bytes, per_seq * blocks_bytes,
+                                                 o.max_num_seqs, max_len);
+    num_blocks = static_cast<int>(std::min(kv.bytes / blocks_bytes, kMaxKvBlocks));
+    log::info("KV cache memory by default: {:.2f} GiB, {}; --kv-cache-memory sets it",
+              static_cast<double>(int64_t{num_blocks} * blocks_bytes) / (1 << 30), kv.reason);
   } else {
     KOI_ASSIGN_OR_RETURN(int64_t bytes, parse_kv_cache_memory(o.kv_cache_memory, total_ram_bytes()));
     KOI_ASSIGN_OR_RETURN(num_blocks, kv_blocks_for_memory(bytes, block_bytes));
   }
-  // The KV cache lives in RAM and is written in full at start-up: more than the machine has
-  // can only fail (or be killed) later.
+  // The KV cache lives in RAM and in a long run every block gets written: more than the machine
+  // has can only fail (or be killed) later.
   const int64_t kv_bytes = int64_t{num_blocks} * block_bytes;
   if (kv_bytes > total_ram_bytes()) {
     return Status::invalid_argument(fmt::format(

@@ -30,7 +30,8 @@ namespace koi::engine {
 struct EngineOptions {
   std::string model;                  // --model: a GGUF file or a Hugging Face directory
   std::string kv_cache_memory;        // --kv-cache-memory (kv_memory.h); "": room for
-                                      // max_num_seqs sequences of max_model_len tokens
+                                      // max_num_seqs sequences of max_model_len tokens, within
+                                      // a share of the available memory (default_kv_cache_memory)
   int max_num_seqs = 256;             // --max-num-seqs
   int max_num_batched_tokens = 2048;  // --max-num-batched-tokens
   int block_size = 16;                // --block-size: tokens per KV block
@@ -60,7 +61,8 @@ struct EngineHost {
 // check(options), then loads options.model (and options.draft_model for --speculative draft).
 Result<std::unique_ptr<EngineHost>> load_engine_models(const EngineOptions& options);
 // Builds the runners and the Engine from the host's models, replacing any built before
-// (which must not be in use). KV memory: options.kv_cache_memory for the target; the draft
+// (which must not be in use). KV memory: options.kv_cache_memory for the target, or the
+// machine-dependent default (logged with its reason at info level); the draft
 // model gets as many blocks of its own (smaller) size.
 Status start_engine(EngineHost& host, const EngineOptions& options);
 // load_engine_models() then start_engine().

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -53,6 +56,49 @@ Result<int> kv_blocks_for_memory(int64_t bytes, int64_t bytes_per_block) {
 
 int64_t total_ram_bytes() {
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+KvDefault default_kv_cache_memory(int64_t available_bytes, int64_t model_bytes, int64_t bytes_per_sequence,
+                                  int max_num_seqs, int max_model_len) {
+  constexpr double kGiB = double{1 << 30};
+  const auto gib = [&](int64_t bytes) { return static_cast<double>(bytes) / kGiB; };
+  const int64_t wanted = int64_t{max_num_seqs} * bytes_per_sequence;
+  const int64_t free_after_model = std::max<int64_t>(0, available_bytes - model_bytes);
+  const auto budget = static_cast<int64_t>(kDefaultKvFraction * static_cast<double>(free_after_model));
+  const std::string machine =
+      fmt::format("{:.0f}% of the {:.1f} GiB available after the model's {:.1f} GiB", 100 * kDefaultKvFraction,
+                  gib(free_after_model), gib(model_bytes));
+  if (wanted <= budget) {
+    return {wanted, fmt::format("room for all {} sequences of {} tokens, within {}", max_num_seqs, max_model_len,
+                                machine)};
+  }
+  if (budget >= bytes_per_sequence) {
+    return {budget, fmt::format("{}: room for {} of the {} sequences of {} tokens", machine,
+                                budget / bytes_per_sequence, max_num_seqs, max_model_len)};
+  }
+  return {std::min(wanted, bytes_per_sequence),
+          fmt::format("one sequence of {} tokens, more than {}", max_model_len, machine)};
+}
+
+int64_t parse_mem_available(std::string_view meminfo) {
+  constexpr std::string_view kKey = "MemAvailable:";
+  const size_t at = meminfo.find(kKey);
+  if (at == std::string_view::npos || (at > 0 && meminfo[at - 1] != '\n')) return -1;
+  std::string_view rest = meminfo.substr(at + kKey.size());
+  rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+  int64_t kib = 0;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), kib);
+  const std::string_view unit(end, static_cast<size_t>(rest.data() + rest.size() - end));
+  if (ec != std::errc() || !unit.starts_with(" kB")) return -1;
+  return kib * 1024;
+}
+
+int64_t available_ram_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::stringstream text;
+  text << in.rdbuf();
+  const int64_t available = parse_mem_available(text.str());
+  return available >= 0 ? available : total_ram_bytes();
 }
 
 }  // namespace koi::engine

@@ -178,14 +178,50 @@ TEST(Matmul, RowsAreBitwiseIndependentOfBatchAndThreads) {
   }
 }
 
+// Batched decode (2-64 tokens) takes the small-batch tiles (weights read as stored) up to a few
+// tokens and the panels beyond: at rows that leave partial 16- and 8-row tiles and at every token
+// count around the tile widths, each token's row is bitwise its one-token result, and close to
+// ref::matmul over the activations the kernel multiplies.
+TEST(Matmul, QuantizedSmallBatchesAreDecodeBitwise) {
+  Rng rng(5);
+  ThreadPool pool(2);
+  for (Isa isa : levels()) {
+    ScopedIsa scoped(isa);
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+      for (int64_t out : {37, 101}) {
+        constexpr int64_t kIn = 320;
+        Weights w = random_weights(rng, type, kIn, out);
+        for (int64_t n_tokens : {2, 3, 4, 5, 17, 33, 64}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " out " << out << " "
+                                          << n_tokens << " tokens");
+          std::vector<float> x = random_floats(rng, n_tokens * kIn);
+          std::vector<float> alone(static_cast<size_t>(n_tokens * out));
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            matmul(w.view, x.data() + t * kIn, alone.data() + t * out, 1, nullptr);
+          }
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> batched(alone.size());
+            matmul(w.view, x.data(), batched.data(), n_tokens, p);
+            EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), alone.size() * sizeof(float)))
+                << (p ? "2 threads" : "1 thread");
+          }
+          std::vector<float> ref(alone.size());
+          ref::matmul(w.view, effective_x(isa, type, x, kIn).data(), ref.data(), n_tokens);
+          EXPECT_LT(max_row_error(w.view, x, alone, ref), kSummationTolerance);
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, IntegerDotsAgreeBitwiseAcrossLevels) {
   // Both levels compute each block's exact integer dot (vpdpbusd at AVX-512, maddubs at AVX2, in
-  // tiles of 16 and 8 rows) and the same float sequence over the blocks: decode (1 token) and
-  // prefill (5 tokens) agree bitwise, on full and partial row tiles (40 rows).
+  // tiles of 16 and 8 rows) and the same float sequence over the blocks: decode (1 token), small
+  // batches (2, 3) and prefill (5 tokens) agree bitwise, on full and partial row tiles (40 rows).
   if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "needs AVX-512 VNNI";
   Rng rng(11);
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-    for (int64_t n_tokens : {1, 5}) {
+    for (int64_t n_tokens : {1, 2, 3, 5}) {
       Weights w = random_weights(rng, type, 512, 40);
       std::vector<float> x = random_floats(rng, n_tokens * 512), y2(n_tokens * 40), y512(n_tokens * 40);
       {

@@ -88,6 +88,10 @@ struct Vec512 {
 // Quantized prefill tiles: 16 rows x 6 tokens (6 accumulators, 6 integer sums; 8 tokens measured
 // 6% slower, one core).
 constexpr int kQuantTokens = 6;
+// Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
+// kSmallTokens per tile; more pack panels (kernels_bench small_*: the crossover, one core, Zen 4).
+constexpr int kSmallTokens = 4;
+constexpr int64_t kSmallBatchQ8 = 4, kSmallBatchQ4 = 3;
 
 }  // namespace
 
@@ -96,8 +100,8 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kF32: return matmul_rows_with<Float16Kernel<DType::kF32>>(a, row_begin, row_end);
     case DType::kF16: return matmul_rows_with<Float16Kernel<DType::kF16>>(a, row_begin, row_end);
     case DType::kBF16: return matmul_rows_with<Float16Kernel<DType::kBF16>>(a, row_begin, row_end);
-    case DType::kQ8_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ8_0, kQuantTokens>(a, row_begin, row_end);
-    case DType::kQ4_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ4_0, kQuantTokens>(a, row_begin, row_end);
+    case DType::kQ8_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ8_0, kQuantTokens, kSmallTokens, kSmallBatchQ8>(a, row_begin, row_end);
+    case DType::kQ4_0: return quant_matmul_rows<Vec512, VnniDot, DType::kQ4_0, kQuantTokens, kSmallTokens, kSmallBatchQ4>(a, row_begin, row_end);
     default: return;  // the K-quants: kquant.h
   }
 }

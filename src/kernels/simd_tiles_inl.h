@@ -35,18 +35,21 @@
 namespace koi::kernels {
 namespace {
 
-// Decode tiles (one token) read their R weight rows side by side, each too short (2-11 KB) for the
-// hardware prefetcher to ramp up before the tile moves on. So a decode tile prefetches the next
-// tile's rows into L2 at the rate it consumes its own. Into L2, not L1: tiles are 16-45 KB, and
+// Decode tiles (one token; quantized: also the first token tile of a small batch) read their R
+// weight rows side by side, each too short (2-11 KB) for the hardware prefetcher to ramp up before
+// the tile moves on. So such a tile prefetches the next tile's rows into L2 at the rate it
+// consumes its own. Into L2, not L1: tiles are 16-45 KB, and
 // prefetching them into the 32 KB L1 evicted the lines being read (f16 generation went from
 // 0.69x to 1.01x llama.cpp's, bench/README.md).
 constexpr int64_t kCacheLine = 64;
 
 class TilePrefetch {
  public:
-  TilePrefetch(const MatmulArgs& a, int64_t row0, int64_t rows, int64_t n_steps)
+  // streaming: the tile is the first to read its rows in this call (decode; the first token tile
+  // of a small batch).
+  TilePrefetch(const MatmulArgs& a, int64_t row0, int64_t rows, int64_t n_steps, bool streaming)
       : next_(reinterpret_cast<const char*>(a.w + (row0 + rows) * a.w_row_bytes)) {
-    const bool on = a.n_tokens == 1 && row0 + 2 * rows <= a.out && n_steps > 0;
+    const bool on = streaming && row0 + 2 * rows <= a.out && n_steps > 0;
     lines_per_step_ = on ? (rows * a.w_row_bytes / kCacheLine + n_steps - 1) / n_steps : 0;
   }
   void step(int64_t s) const {
@@ -71,7 +74,7 @@ void matmul_tile(const MatmulArgs& a, int64_t row0, int64_t tok0) {
     for (int t = 0; t < T; ++t) acc[r][t] = K::zero();
   }
   const int64_t n_steps = a.in / K::kStep;
-  const TilePrefetch prefetch(a, row0, R, n_steps);
+  const TilePrefetch prefetch(a, row0, R, n_steps, a.n_tokens == 1);
   for (int64_t step = 0; step < n_steps; ++step) {
     prefetch.step(step);
     typename K::W w[R];
@@ -248,45 +251,61 @@ struct Vec256 {
   static F from_halves(const __m256* h) { return h[0]; }
 };
 
-// Decode (one token): kLanes rows at once, the block dots of two rows in one 256-bit vector (4
-// partial sums each), reduced to one isum per lane. w points at the tile's first row and the
-// rows are w_row_bytes apart (quant_matmul_rows copies a last, partial tile to a full one).
-template <class V, class D, DType kType>
-__attribute__((noinline)) void quant_decode_tile(const MatmulArgs& a, const uint8_t* w, int64_t row0) {
+// Decode and small batches (T tokens, 1 <= T <= a few): kLanes rows read as stored, the block
+// dots of two rows in one 256-bit vector (4 partial sums each), reduced to one isum per lane. Each
+// weight vector is loaded once per block and used for all T tokens; the reduction is paid per
+// token, which is why larger batches take the panel path below. w points at the tile's first row
+// and the rows are w_row_bytes apart (quant_matmul_rows copies a last, partial tile to a full one).
+template <class V, class D, DType kType, int T>
+__attribute__((noinline)) void quant_rows_tile(const MatmulArgs& a, const uint8_t* w, int64_t row0, int64_t tok0) {
   using Q = QuantBlock<kType>;
   constexpr int L = V::kLanes;
   const int64_t stride = a.w_row_bytes;
   const auto row = [&](int r) { return w + r * stride; };
   const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                              _mm256_set1_epi32(static_cast<int32_t>(stride)));
-  const auto* x = reinterpret_cast<const ActBlockQ8*>(a.x);
+  const ActBlockQ8* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActBlockQ8*>(a.x + (tok0 + t) * a.x_row_bytes);
   const int64_t n_blocks = a.in / 32;
-  const TilePrefetch prefetch(a, row0, L, n_blocks);
-  typename V::F acc = V::fset1(0.0f);
+  const TilePrefetch prefetch(a, row0, L, n_blocks, tok0 == 0);
+  typename V::F acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = V::fset1(0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
     prefetch.step(b);
-    const auto* xq = reinterpret_cast<const __m128i*>(x[b].qs);
-    const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xq));
-    const __m256i x_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xq + 1));
-    __m256i sums[L / 8];
+    __m256i x_lo[T], x_hi[T];
+    for (int t = 0; t < T; ++t) {
+      const auto* xq = reinterpret_cast<const __m128i*>(x[t][b].qs);
+      x_lo[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128(xq));
+      x_hi[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128(xq + 1));
+    }
+    __m256i sums[T][L / 8];
     __m256 scales[L / 8];
     for (int g = 0; g < L / 8; ++g) {
-      __m256i partial[4];
+      __m256i partial[T][4];
       for (int i = 0; i < 4; ++i) {
         __m256i lo, hi;
         Q::load_pair(row(8 * g + i), row(8 * g + i + 4), b, lo, hi);
-        partial[i] = D::template dot<kType>(_mm256_setzero_si256(), D::template prep<kType>(lo), x_lo);
-        partial[i] = D::template dot<kType>(partial[i], D::template prep<kType>(hi), x_hi);
+        const DotW<__m256i> w_lo = D::template prep<kType>(lo), w_hi = D::template prep<kType>(hi);
+        for (int t = 0; t < T; ++t) {
+          partial[t][i] = D::template dot<kType>(_mm256_setzero_si256(), w_lo, x_lo[t]);
+          partial[t][i] = D::template dot<kType>(partial[t][i], w_hi, x_hi[t]);
+        }
       }
-      sums[g] = reduce_pairs(partial);
+      for (int t = 0; t < T; ++t) sums[t][g] = reduce_pairs(partial[t]);
       scales[g] = Q::scales8(row(8 * g), stride, b, offsets);
     }
-    const auto isum = V::isub(V::from_halves(sums), V::iset1(D::offset(kType) * x[b].sum));
-    acc = V::fmadd(V::cvt(isum), V::mul(V::from_halves(scales), V::fset1(x[b].d)), acc);
+    const typename V::F wd = V::from_halves(scales);
+    for (int t = 0; t < T; ++t) {
+      const auto isum = V::isub(V::from_halves(sums[t]), V::iset1(D::offset(kType) * x[t][b].sum));
+      acc[t] = V::fmadd(V::cvt(isum), V::mul(wd, V::fset1(x[t][b].d)), acc[t]);
+    }
   }
-  alignas(64) float out[L];
-  V::fstore(out, acc);
-  for (int r = 0; r < L && row0 + r < a.out; ++r) a.y[row0 + r] = out[r];
+  for (int t = 0; t < T; ++t) {
+    alignas(64) float out[L];
+    V::fstore(out, acc[t]);
+    float* y = a.y + (tok0 + t) * a.out;
+    for (int r = 0; r < L && row0 + r < a.out; ++r) y[row0 + r] = out[r];
+  }
 }
 
 // Prefill: a tile of kLanes rows is first packed into a panel where lane r of each vector
@@ -299,19 +318,51 @@ int64_t panel_words(int64_t n_blocks) {
   return n_blocks * (QuantBlock<kType>::kWords + 1) * V::kLanes;
 }
 
+// Four vectors of rows (i, i + 4), i < 4 (row i in the low 128 bits), each lane 4 words of its row,
+// transposed in place: v[k] becomes word k of rows 0..3 (low half) and 4..7 (high half).
+inline void transpose_words(__m256i* v) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  v[0] = _mm256_unpacklo_epi64(t0, t2);
+  v[1] = _mm256_unpackhi_epi64(t0, t2);
+  v[2] = _mm256_unpacklo_epi64(t1, t3);
+  v[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// The panel of rows [row0, row0 + nr), rows past nr repeating the last one. Per block and group of
+// 8 rows: the weight words by in-register transposes of 4 x 4 words, the scales as f32. A wrong
+// panel shows as a prefill result that differs from decode's (matmul_test's bitwise tests).
 template <class V, DType kType>
 void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   using Q = QuantBlock<kType>;
   constexpr int L = V::kLanes;
+  constexpr int kHalves = Q::kWords / 4;  // 128-bit halves of a block's weight bytes: 2 (q8_0), 1 (q4_0)
   const int64_t n_blocks = a.in / 32;
-  for (int r = 0; r < L; ++r) {
-    const uint8_t* row = a.w + (row0 + (r < nr ? r : nr - 1)) * a.w_row_bytes;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      uint32_t* dst = panel + b * (Q::kWords + 1) * L + r;
-      const auto* blk = Q::block(row, b);
-      for (int k = 0; k < Q::kWords; ++k) std::memcpy(dst + k * L, blk->qs + 4 * k, 4);
-      const float d = _cvtsh_ss(blk->d);
-      std::memcpy(dst + Q::kWords * L, &d, 4);
+  const uint8_t* rows[L];
+  for (int r = 0; r < L; ++r) rows[r] = a.w + (row0 + (r < nr ? r : nr - 1)) * a.w_row_bytes;
+  // The pack is the first to read the tile's rows in this call: as a decode tile does, it fetches
+  // the next tile's rows meanwhile (without, packing ran at half the decode tile's bandwidth).
+  const TilePrefetch prefetch(a, row0, L, n_blocks, true);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    prefetch.step(b);
+    uint32_t* dst = panel + b * (Q::kWords + 1) * L;
+    for (int g = 0; g < L / 8; ++g) {
+      const uint8_t* const* rg = rows + 8 * g;
+      for (int h = 0; h < kHalves; ++h) {
+        __m256i v[4];
+        for (int i = 0; i < 4; ++i) {
+          v[i] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(Q::block(rg[i + 4], b)->qs) + h,
+                                     reinterpret_cast<const __m128i*>(Q::block(rg[i], b)->qs) + h);
+        }
+        transpose_words(v);
+        for (int k = 0; k < 4; ++k) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), v[k]);
+        }
+      }
+      alignas(16) uint16_t d[8];
+      for (int r = 0; r < 8; ++r) d[r] = Q::block(rg[r], b)->d;
+      _mm256_storeu_ps(reinterpret_cast<float*>(dst + Q::kWords * L + 8 * g),
+                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
     }
   }
 }
@@ -367,12 +418,24 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, 
 // are read once per row tile (from L2/L3). 512 measured 3% faster than 256 at pp512, one core.
 constexpr int64_t kQuantTokenChunk = 512;
 
-template <class V, class D, DType kType, int kMaxT>
+// Up to kSmallBatch tokens take quant_rows_tile (weights read as stored, kSmallT tokens per tile);
+// more take the panels (packed per call, amortised over the tokens). Either way a row tile's weights
+// are read from memory once per call and the token tiles reuse them from cache.
+template <class V, class D, DType kType, int kMaxT, int kSmallT, int64_t kSmallBatch>
 void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int L = V::kLanes;
-  if (a.n_tokens == 1) {
+  if (a.n_tokens <= kSmallBatch) {
+    using Tile = void (*)(const MatmulArgs&, const uint8_t*, int64_t, int64_t);
+    static constexpr auto kTiles = []<size_t... T>(std::index_sequence<T...>) {
+      return std::array<Tile, kSmallT>{&quant_rows_tile<V, D, kType, static_cast<int>(T) + 1>...};
+    }(std::make_index_sequence<kSmallT>());
+    const auto tokens = [&](const uint8_t* w, int64_t row) {
+      for (int64_t tok = 0; tok < a.n_tokens; tok += kSmallT) {
+        kTiles[std::min<int64_t>(kSmallT, a.n_tokens - tok) - 1](a, w, row, tok);
+      }
+    };
     int64_t row = row_begin;
-    for (; row + L <= row_end; row += L) quant_decode_tile<V, D, kType>(a, a.w + row * a.w_row_bytes, row);
+    for (; row + L <= row_end; row += L) tokens(a.w + row * a.w_row_bytes, row);
     if (row < row_end) {
       // The last, partial tile: its rows followed by copies of the last one, as a full tile.
       thread_local std::vector<uint8_t> tile;
@@ -381,7 +444,7 @@ void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         std::memcpy(tile.data() + r * a.w_row_bytes, a.w + std::min(row + r, row_end - 1) * a.w_row_bytes,
                     static_cast<size_t>(a.w_row_bytes));
       }
-      quant_decode_tile<V, D, kType>(a, tile.data(), row);
+      tokens(tile.data(), row);
     }
     return;
   }
