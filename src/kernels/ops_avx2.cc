@@ -22,9 +22,10 @@ namespace {
 // Quantized prefill tiles: 8 rows x 4 tokens (4 accumulators and 4 integer sums).
 constexpr int kRows = 4, kTokens = 2, kQuantTokens = 4;
 // Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
-// kSmallTokens per tile; more pack panels (kernels_bench small_*: the crossover, one core, Zen 4).
+// kSmallTokens per tile; more pack panels (kernels_bench small_* --isa=avx2: the crossover, one
+// core, Zen 4; from 3 tokens the 8-row panels win at this level).
 constexpr int kSmallTokens = 2;
-constexpr int64_t kSmallBatchQ8 = 4, kSmallBatchQ4 = 3;
+constexpr int64_t kSmallBatchQ8 = 2, kSmallBatchQ4 = 2;
 
 template <DType kType>
 using FloatK = Float8Kernel<kType, kRows, kTokens>;

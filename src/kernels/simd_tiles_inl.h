@@ -35,12 +35,12 @@
 namespace koi::kernels {
 namespace {
 
-// Decode tiles (one token; quantized: also the first token tile of a small batch) read their R
-// weight rows side by side, each too short (2-11 KB) for the hardware prefetcher to ramp up before
-// the tile moves on. So such a tile prefetches the next tile's rows into L2 at the rate it
-// consumes its own. Into L2, not L1: tiles are 16-45 KB, and
-// prefetching them into the 32 KB L1 evicted the lines being read (f16 generation went from
-// 0.69x to 1.01x llama.cpp's, bench/README.md).
+// Decode tiles (one token; quantized: also the first token tile of a small batch, and the panel
+// pack) read their R weight rows side by side, each too short (2-11 KB) for the hardware
+// prefetcher to ramp up before the tile moves on. So such a tile prefetches the next tile's rows
+// into L2 at the rate it consumes its own. Into L2, not L1: tiles are 16-45 KB, and prefetching
+// them into the 32 KB L1 evicted the lines being read (f16 generation went from 0.69x to 1.01x
+// llama.cpp's, bench/README.md).
 constexpr int64_t kCacheLine = 64;
 
 class TilePrefetch {
