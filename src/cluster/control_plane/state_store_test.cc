@@ -1,5 +1,7 @@
 #include "cluster/control_plane/state_store.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,9 +19,7 @@ class StateStoreTest : public ::testing::TestWithParam<store::Backend> {
     dir_ = *make_temp_dir("koi-cp-store");
     url_ = "sqlite:" + dir_ + "/cp.db";
     if (GetParam() == store::Backend::kPostgres) {
-      const char* pg = std::getenv("KOI_TEST_POSTGRES_URL");
-      if (pg == nullptr) GTEST_SKIP() << "KOI_TEST_POSTGRES_URL is not set (tests/store_postgres.py sets it)";
-      url_ = pg;
+      url_ = std::getenv("KOI_TEST_POSTGRES_URL");
       auto db = store::Database::open("reset", url_);
       ASSERT_TRUE(db.ok()) << db.status().message();
       ASSERT_TRUE((*db)->exec_script("reset", "DROP TABLE IF EXISTS cluster_objects; DROP TABLE IF EXISTS cluster_events; "
@@ -126,7 +126,14 @@ TEST_P(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
   EXPECT_EQ(*store_->current_version(), 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StateStoreTest, ::testing::Values(store::Backend::kSqlite, store::Backend::kPostgres),
+// The PostgreSQL cases exist only when a server is named (cluster_store_postgres runs them
+// against a real one), so the unit tier neither skips nor fakes them.
+std::vector<store::Backend> backends() {
+  if (std::getenv("KOI_TEST_POSTGRES_URL") == nullptr) return {store::Backend::kSqlite};
+  return {store::Backend::kSqlite, store::Backend::kPostgres};
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StateStoreTest, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<store::Backend>& info) {
                            return info.param == store::Backend::kSqlite ? "Sqlite" : "Postgres";
                          });
