@@ -397,6 +397,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   TrainResult result;
   int64_t saved_step = -1;
   CheckpointWriter writer(c.out_dir, c.keep_checkpoints, c.before_checkpoint_commit);
+  // A run killed between a checkpoint's rename and its pruning left one checkpoint too many;
+  // honour keep_checkpoints now, since a resumed run may write none (it was already done).
+  if (resume && rank == 0) prune_checkpoints(c.out_dir, c.keep_checkpoints);
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
