@@ -4,26 +4,10 @@ so a kill -9 of the control plane in the middle neither resets nor spends it."""
 import json
 import time
 
-from cluster_harness import ControlPlane, check, manifest, write
+from cluster_harness import check, manifest, write, run_test, one_tenant_config
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 4}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-tenants:
-  - {name: alpha, token: alpha-token}
-"""
+CONFIG = one_tenant_config()
 A = "alpha-token"
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def run(cp):
@@ -64,4 +48,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)

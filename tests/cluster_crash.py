@@ -6,26 +6,10 @@ import glob
 import os
 import time
 
-from cluster_harness import ControlPlane, check, manifest, write
+from cluster_harness import check, manifest, write, run_test, one_tenant_config
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 32, memoryMiB: 65536, gpus: {type: H100, count: 4}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-tenants:
-  - {name: alpha, token: alpha-token}
-"""
+CONFIG = one_tenant_config(cpu=32, memory_mib=65536)
 A = "alpha-token"
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def run(cp):
@@ -70,4 +54,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)

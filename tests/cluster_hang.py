@@ -5,26 +5,10 @@ import os
 import signal
 import time
 
-from cluster_harness import ControlPlane, check, manifest, write
+from cluster_harness import check, manifest, write, run_test, one_tenant_config
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384}
-queues:
-  - {name: alpha-q, tenant: alpha}
-tenants:
-  - {name: alpha, token: alpha-token}
-"""
+CONFIG = one_tenant_config(gpus=0)
 A = "alpha-token"
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def run(cp):
@@ -52,4 +36,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)

@@ -173,3 +173,22 @@ def same_weights(a, b, step):
         pa, pb = os.path.join(a, ck, f), os.path.join(b, ck, f)
         if subprocess.run(["cmp", pa, pb]).returncode != 0:
             fail("%s differs between the uninterrupted run and the job" % f)
+
+
+def one_tenant_config(cpu=8, memory_mib=16384, gpus=4):
+    """A control plane config of one node (with `gpus` fake H100s, none when 0) and one tenant,
+    alpha (token alpha-token), with an unlimited queue."""
+    gpu = f", gpus: {{type: H100, count: {gpus}}}" if gpus else ""
+    return (f"nodes:\n  - {{name: node-a, cpu: {cpu}, memoryMiB: {memory_mib}{gpu}}}\n"
+            "queues:\n  - {name: alpha-q, tenant: alpha}\n"
+            "tenants:\n  - {name: alpha, token: alpha-token}\n")
+
+
+def run_test(config, body):
+    """Starts a control plane on `config`, runs body(cp), always cleans up; prints PASS."""
+    cp = ControlPlane(config).start()
+    try:
+        body(cp)
+    finally:
+        cp.cleanup()
+    print("PASS")

@@ -8,7 +8,7 @@ import os
 import subprocess
 import time
 
-from cluster_harness import KOI, ControlPlane, check, fail, manifest, write
+from cluster_harness import KOI, check, fail, manifest, write, run_test
 
 CONFIG = """
 nodes:
@@ -24,15 +24,6 @@ admins:
   - {name: ops, token: admin-token}
 """
 A, B, ADMIN = "alpha-token", "beta-token", "admin-token"
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def replica_cmd(marks, seconds):
@@ -200,4 +191,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)

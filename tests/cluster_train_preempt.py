@@ -5,8 +5,8 @@ resumes from that checkpoint and ends bitwise identical to an uninterrupted run.
 import os
 import time
 
-from cluster_harness import (ControlPlane, baseline_run, check, last_step, manifest, same_weights, tiny_recipe,
-                             write)
+from cluster_harness import (baseline_run, check, last_step, manifest, run_test, same_weights,
+                             tiny_recipe, write)
 
 CONFIG = """
 nodes:
@@ -20,15 +20,6 @@ tenants:
 """
 A, B = "alpha-token", "beta-token"
 STEPS = 12000
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def run(cp):
@@ -72,4 +63,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)

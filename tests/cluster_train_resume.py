@@ -5,28 +5,12 @@ import os
 import signal
 import time
 
-from cluster_harness import (ControlPlane, baseline_run, check, last_step, manifest, same_weights, tiny_recipe,
-                             write)
+from cluster_harness import (baseline_run, check, last_step, manifest, one_tenant_config, run_test,
+                             same_weights, tiny_recipe, write)
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 4}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-tenants:
-  - {name: alpha, token: alpha-token}
-"""
+CONFIG = one_tenant_config()
 A = "alpha-token"
 STEPS = 12000
-
-
-def main():
-    cp = ControlPlane(CONFIG).start()
-    try:
-        run(cp)
-    finally:
-        cp.cleanup()
-    print("PASS")
 
 
 def run(cp):
@@ -62,4 +46,4 @@ def run(cp):
 
 
 if __name__ == "__main__":
-    main()
+    run_test(CONFIG, run)
