@@ -47,15 +47,9 @@ std::string YamlReader::str(const char* key, std::string fallback) {
   return v.Scalar();
 }
 
-std::optional<int64_t> YamlReader::int64(const char* key, int64_t min, int64_t max) {
-  const std::optional<YAML::Node> ov = get(key);
-  if (!ov) return std::nullopt;
-  const YAML::Node& v = *ov;
-  int64_t x = 0;
-  if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x)) {
-    fail(field(key), "must be an integer");
-    return std::nullopt;
-  }
+// `x`, or nullopt with the error naming the field when it is outside [min, max].
+template <typename T>
+std::optional<T> YamlReader::in_range(const char* key, T x, T min, T max) {
   if (x < min) {
     fail(field(key), fmt::format("must be >= {}", min));
     return std::nullopt;
@@ -67,6 +61,18 @@ std::optional<int64_t> YamlReader::int64(const char* key, int64_t min, int64_t m
   return x;
 }
 
+std::optional<int64_t> YamlReader::int64(const char* key, int64_t min, int64_t max) {
+  const std::optional<YAML::Node> ov = get(key);
+  if (!ov) return std::nullopt;
+  const YAML::Node& v = *ov;
+  int64_t x = 0;
+  if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x)) {
+    fail(field(key), "must be an integer");
+    return std::nullopt;
+  }
+  return in_range(key, x, min, max);
+}
+
 std::optional<double> YamlReader::number(const char* key, double min, double max) {
   const std::optional<YAML::Node> ov = get(key);
   if (!ov) return std::nullopt;
@@ -76,15 +82,7 @@ std::optional<double> YamlReader::number(const char* key, double min, double max
     fail(field(key), "must be a number");
     return std::nullopt;
   }
-  if (x < min) {
-    fail(field(key), fmt::format("must be >= {}", min));
-    return std::nullopt;
-  }
-  if (x > max) {
-    fail(field(key), fmt::format("must be <= {}", max));
-    return std::nullopt;
-  }
-  return x;
+  return in_range(key, x, min, max);
 }
 
 std::optional<bool> YamlReader::boolean(const char* key) {

@@ -49,6 +49,8 @@ class YamlReader {
   const YAML::Node& node() const { return node_; }
 
  private:
+  template <typename T>
+  std::optional<T> in_range(const char* key, T x, T min, T max);
   struct Entry {
     YAML::Node node;
     std::string path;
