@@ -36,15 +36,6 @@ std::string_view bearer(const Request& req) {
   return v.starts_with("Bearer ") ? v.substr(7) : std::string_view{};
 }
 
-// Completion of a detached coroutine: an exception that escaped it is a bug; log it.
-void log_exception(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    log::error("gateway: a task ended with an unexpected exception: {}", x.what());
-  }
-}
 
 // JSON bodies are built outside the coroutines: GCC 12 miscompiles brace-initialized
 // json::object temporaries inside a coroutine ("array used as initializer").
@@ -145,7 +136,7 @@ Status GatewayImpl::listen() {
     KOI_ASSIGN_OR_RETURN(admin_port_, admin_.listen());
     admin_.start();
   }
-  asio::co_spawn(api_.context(), health_loop(), log_exception);
+  asio::co_spawn(api_.context(), health_loop(), net::log_task_exception);
   return ok_status();
 }
 

@@ -48,14 +48,6 @@ int64_t raise_fd_limit() {
   return rl.rlim_cur == RLIM_INFINITY ? int64_t{1} << 20 : static_cast<int64_t>(rl.rlim_cur);
 }
 
-void log_exception(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    log::error("http: a connection ended by an exception: {}", x.what());
-  }
-}
 
 // Messages are built outside coroutines: GCC 12 miscompiles some temporaries in them.
 http::response<http::string_body> make_reply(int status, unsigned version, std::string body, std::string_view content_type,
@@ -87,6 +79,15 @@ http::response<http::empty_body> make_stream_head(int status, unsigned version, 
 }
 
 }  // namespace
+
+void log_task_exception(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    log::error("a background task ended by an exception: {}", x.what());
+  }
+}
 
 std::string_view request_path(const Request& req) {
   std::string_view t = req.target();
@@ -320,7 +321,7 @@ Result<int> Server::listen() {
 
 void Server::start() {
   Impl& s = *impl_;
-  asio::co_spawn(s.workers[0]->io, s.accept_loop(), log_exception);
+  asio::co_spawn(s.workers[0]->io, s.accept_loop(), log_task_exception);
   for (auto& w : s.workers) {
     s.threads.emplace_back([&io = w->io] {
       auto guard = asio::make_work_guard(io);
@@ -386,7 +387,7 @@ awaitable<void> Server::Impl::accept_loop() {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     ++open;  // counted from accept; the session's end gives it back
-    asio::co_spawn(w.io, session(w, std::move(socket)), log_exception);
+    asio::co_spawn(w.io, session(w, std::move(socket)), log_task_exception);
   }
 }
 

@@ -28,6 +28,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -126,6 +127,10 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The completion of a detached coroutine (co_spawn) on a server's context: an exception that
+// escaped it is a bug, logged.
+void log_task_exception(std::exception_ptr e);
 
 // "GET" and "/path" of a request with the query removed; for routing.
 std::string_view request_path(const Request& req);
