@@ -119,7 +119,15 @@ struct Server::Impl {
 Server::Server(ServerConfig config, ModelInfo model, EngineService& service, ServeMetrics& metrics)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(model), service, metrics)) {}
 
-Server::~Server() = default;
+// Removing the last signal_set restores the default action of SIGTERM and SIGINT, and tearing
+// down the HTTP workers after that takes a moment: a late Ctrl-C or SIGTERM (a supervisor
+// repeating the signal) must not turn a finished drain into death by signal, so they are
+// ignored from here on; the process is on its way out.
+Server::~Server() {
+  impl_->signals.reset();
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
+}
 
 Result<int> Server::listen() {
   auto port = impl_->http.listen();
