@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include "cluster/control_plane/job_submit.h"
 #include "net/sse.h"
 
 namespace koi::cluster {
@@ -73,14 +74,21 @@ int64_t int_param(const std::map<std::string, std::string>& q, const std::string
   return end && *end == '\0' ? v : fallback;
 }
 
-Reply error(const Status& s) {
+}  // namespace
+
+Reply error_reply(const Status& s) {
   const int code = http_status_of(s);
   const char* reason = code == 400 ? "Invalid" : code == 404 ? "NotFound" : code == 409 ? "Conflict"
                      : code == 401 ? "Unauthorized" : code == 403 ? "Forbidden" : "InternalError";
   return {code, status_json(code, reason, s.message())};
 }
 
-Reply ok_json(const json::value& v, int code = 200) { return {code, json::serialize(v)}; }
+Reply json_reply(const json::value& v, int code) { return {code, json::serialize(v)}; }
+
+namespace {
+
+Reply error(const Status& s) { return error_reply(s); }
+Reply ok_json(const json::value& v, int code = 200) { return json_reply(v, code); }
 
 std::string not_found_job(const std::string& ns, const std::string& name) {
   return fmt::format("job {} not found in namespace {}", name, ns);
@@ -144,6 +152,10 @@ asio::awaitable<void> ApiServer::handle(net::Request& req, net::Responder& res) 
   co_await res.send(r.status, std::move(r.body), r.content_type);
 }
 
+void ApiServer::add_resource(const std::string& plural, ResourceHandler handler) {
+  resources_[plural] = std::move(handler);
+}
+
 Reply ApiServer::route(const net::Request& req) {
   const std::string_view path = net::request_path(req);
   const http::verb method = req.method();
@@ -158,14 +170,50 @@ Reply ApiServer::route(const net::Request& req) {
     return {401, status_json(401, "Unauthorized", "missing or unknown token: pass --token or set KOI_TOKEN "
                                                   "(Authorization: Bearer TOKEN)")};
   }
-  const std::map<std::string, std::string> q = query_of(req);
-  const bool get = method == http::verb::get;
+  if (parts.size() >= 5 && parts[2] == "namespaces") {
+    const std::string& ns = parts[3];
+    if (!who->admin && who->name != ns) {
+      // Another tenant's namespace looks exactly like one that does not exist.
+      if (parts.size() >= 6) {
+        const std::string kind = parts[4].ends_with("s") ? parts[4].substr(0, parts[4].size() - 1) : parts[4];
+        return error(Status::not_found(fmt::format("{} {} not found in namespace {}", kind, parts[5], ns)));
+      }
+      return error(Status::not_found("namespace " + ns + " not found"));
+    }
+    if (parts[4] == "jobs") return route_jobs(*who, req, parts);
+    return route_resource(*who, req, parts);
+  }
+  if (parts.size() == 3 && resources_.count(parts[2])) return route_resource(*who, req, parts);
+  return route_cluster(*who, req, parts);
+}
 
+Reply ApiServer::route_resource(const Principal& who, const net::Request& req, const std::vector<std::string>& parts) {
+  const bool every_namespace = parts.size() == 3;
+  const std::string& plural = every_namespace ? parts[2] : parts[4];
+  auto it = resources_.find(plural);
+  if (it == resources_.end()) return error(Status::not_found("no route " + std::string(net::request_path(req))));
+  if (every_namespace && (!who.admin || req.method() != http::verb::get)) {
+    return error(Status::not_found(fmt::format("listing every namespace needs an admin token; use /apis/v1/namespaces/{}/{}",
+                                               who.name, plural)));
+  }
+  ResourceRequest r;
+  r.who = who;
+  r.ns = every_namespace ? "" : parts[3];
+  if (!every_namespace) r.path.assign(parts.begin() + 5, parts.end());
+  r.method = req.method();
+  r.body = req.body();
+  r.query = query_of(req);
+  return it->second(r);
+}
+
+Reply ApiServer::route_cluster(const Principal& who, const net::Request& req, const std::vector<std::string>& parts) {
+  const http::verb method = req.method();
+  const bool get = method == http::verb::get;
   if (get && parts.size() == 3 && parts[2] == "whoami") {
-    return ok_json(json::object{{"name", who->name}, {"admin", who->admin}, {"namespace", who->admin ? "" : who->name}});
+    return ok_json(json::object{{"name", who.name}, {"admin", who.admin}, {"namespace", who.admin ? "" : who.name}});
   }
   if (method == http::verb::put && parts.size() == 4 && parts[2] == "queues") {
-    if (!who->admin) {
+    if (!who.admin) {
       return {403, status_json(403, "Forbidden", "queues are managed by admins: ask one to change queue " + parts[3])};
     }
     auto q = parse_queue_manifest(req.body(), parts[3], tenants_);
@@ -179,7 +227,7 @@ Reply ApiServer::route(const net::Request& req) {
     }
     Event e;
     e.kind = "Queue", e.ns = q->tenant, e.name = q->name, e.time = wall_seconds(), e.reason = "QueueUpdated";
-    e.message = "queue " + q->name + " set by " + who->name;
+    e.message = "queue " + q->name + " set by " + who.name;
     if (Status s = store_.put_queue(*q, e); !s.ok()) return error(s);
     reconciler_.set_queue(*q);
     return ok_json(queue_object_json(*q));
@@ -187,7 +235,7 @@ Reply ApiServer::route(const net::Request& req) {
   if (get && parts.size() == 3 && parts[2] == "queues") {
     json::array items;
     for (const QueueUsage& u : reconciler_.queue_usage()) {
-      if (!who->admin && u.tenant != who->name) continue;
+      if (!who.admin && u.tenant != who.name) continue;
       const QueueSpec* spec = nullptr;
       for (const QueueSpec& s : reconciler_.cluster()->queues) {
         if (s.name == u.name) spec = &s;
@@ -225,22 +273,23 @@ Reply ApiServer::route(const net::Request& req) {
     return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "NodeList"}, {"items", std::move(items)}});
   }
   if (get && parts.size() == 3 && parts[2] == "jobs") {
-    if (!who->admin) return error(Status::not_found("listing every namespace needs an admin token; use /apis/v1/namespaces/" + who->name + "/jobs"));
+    if (!who.admin) return error(Status::not_found("listing every namespace needs an admin token; use /apis/v1/namespaces/" + who.name + "/jobs"));
     auto jobs = store_.list_jobs("", false);
     if (!jobs.ok()) return error(jobs.status());
     json::array items;
     for (const JobObject& j : *jobs) items.push_back(to_json(j));
     return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "JobList"}, {"items", std::move(items)}});
   }
-  if (parts.size() < 5 || parts[2] != "namespaces" || parts[4] != "jobs" || parts.size() > 7) {
-    return error(Status::not_found("no route " + std::string(path)));
-  }
+  return error(Status::not_found("no route " + std::string(net::request_path(req))));
+}
+
+Reply ApiServer::route_jobs(const Principal& who, const net::Request& req, const std::vector<std::string>& parts) {
+  const std::string_view path = net::request_path(req);
+  const http::verb method = req.method();
+  const bool get = method == http::verb::get;
+  const std::map<std::string, std::string> q = query_of(req);
+  if (parts.size() > 7) return error(Status::not_found("no route " + std::string(path)));
   const std::string& ns = parts[3];
-  if (!who->admin && who->name != ns) {
-    // Another tenant's namespace looks exactly like one that does not exist.
-    if (parts.size() >= 6) return error(Status::not_found(not_found_job(ns, parts[5])));
-    return error(Status::not_found("namespace " + ns + " not found"));
-  }
   if (parts.size() == 5) {
     if (get) {
       auto jobs = store_.list_jobs(ns, false);
@@ -254,39 +303,7 @@ Reply ApiServer::route(const net::Request& req) {
                                   {"items", std::move(items)}});
     }
     if (method != http::verb::post) return error(Status::not_found("jobs: use GET or POST"));
-    auto job = parse_job_manifest(req.body(), ns);
-    if (!job.ok()) return error(job.status());
-    const std::shared_ptr<const Cluster> snapshot = reconciler_.cluster();
-    const Cluster& cluster = *snapshot;
-    std::string queues;
-    for (const QueueSpec& s : cluster.queues) {
-      if (s.tenant == ns) queues += (queues.empty() ? "" : ", ") + s.name;
-    }
-    if (job->spec.queue.empty()) {
-      for (const QueueSpec& s : cluster.queues) {
-        if (s.tenant == ns && job->spec.queue.empty()) job->spec.queue = s.name;
-      }
-      if (job->spec.queue.empty()) return error(Status::invalid_argument("spec.queue: namespace " + ns + " has no queue"));
-    } else {
-      const int qid = cluster.queue_id(job->spec.queue);
-      if (qid < 0 || cluster.queues[qid].tenant != ns) {
-        return error(Status::invalid_argument(fmt::format("spec.queue: no queue '{}' in namespace {} (its queues: {})",
-                                                          job->spec.queue, ns, queues)));
-      }
-    }
-    if (!job->spec.resources.gpu_type.empty() && cluster.gpu_type_id(job->spec.resources.gpu_type) == kNone) {
-      std::string types;
-      for (const std::string& t : cluster.gpu_types) types += (types.empty() ? "" : ", ") + t;
-      return error(Status::invalid_argument(fmt::format("spec.resources.gpuType: no node has GPUs of type '{}' (types: {})",
-                                                        job->spec.resources.gpu_type, types.empty() ? "none" : types)));
-    }
-    Event e;
-    e.ns = ns, e.name = job->metadata.name, e.time = wall_seconds(), e.reason = "Submitted";
-    e.message = fmt::format("{} job, {} replica(s), queue {}", job_kind_name(job->spec.kind), job->spec.replicas, job->spec.queue);
-    job->status.message = "waiting for the scheduler";
-    if (Status s = store_.create_job(&*job, {e}); !s.ok()) return error(s);
-    reconciler_.wake();
-    return ok_json(to_json(*job), 201);
+    return submit(who, ns, req.body());
   }
   const std::string& name = parts[5];
   auto found = store_.get_job(ns, name);
@@ -305,7 +322,7 @@ Reply ApiServer::route(const net::Request& req) {
     job.metadata.deletion_timestamp = rfc3339(wall_seconds());
     Event e;
     e.ns = ns, e.name = name, e.time = wall_seconds(), e.reason = "CancelRequested";
-    e.message = "cancel requested by " + who->name;
+    e.message = "cancel requested by " + who.name;
     if (Status s = store_.update_job(&job, {e}); !s.ok()) return error(s);
     reconciler_.wake();
     return ok_json(to_json(job), 202);
@@ -332,6 +349,16 @@ Reply ApiServer::route(const net::Request& req) {
     return {200, std::move(*text), "text/plain"};
   }
   return error(Status::not_found("no route " + std::string(path)));
+}
+
+
+Reply ApiServer::submit(const Principal& who, const std::string& ns, const std::string& body) {
+  auto job = parse_job_manifest(body, ns);
+  if (!job.ok()) return error(job.status());
+  const std::shared_ptr<const Cluster> cluster = reconciler_.cluster();
+  if (Status s = submit_job(store_, *cluster, &*job, who.name); !s.ok()) return error(s);
+  reconciler_.wake();
+  return ok_json(to_json(*job), 201);
 }
 
 // Streams a replica's log as it grows until the attempt has ended and everything is sent.

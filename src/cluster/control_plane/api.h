@@ -14,14 +14,20 @@
 //   PUT    /apis/v1/queues/{name}                    change or add a queue (admin; 403 for tenants)
 //   GET    /apis/v1/watch?resourceVersion=N          server-sent events of every change after N
 //                                                    (&timeoutSeconds=S ends the stream)
+//   *      /apis/v1/namespaces/{ns}/{plural}[/...]   a kind registered with add_resource()
+//   GET    /apis/v1/{plural}                         the same kind in every namespace (admin)
 // Auth: "Authorization: Bearer TOKEN"; the token's SHA-256 names a tenant or an admin. A
 // tenant sees and changes only its own namespace: another's objects answer 404 exactly as
 // missing ones do, so names do not leak. Admins see every namespace, queue and node.
 // Handlers run on the server's worker threads; the store serialises their calls.
 #pragma once
 
+#include <boost/beast/http/verb.hpp>
+#include <boost/json/value.hpp>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/metrics.h"
 #include "cluster/control_plane/config.h"
@@ -38,10 +44,30 @@ struct Reply {
   std::string content_type = "application/json";
 };
 
+// A kind beyond jobs (models, deployments, pipelines), routed to the handler its own file
+// registers. The token and the namespace are checked before it is called: a tenant reaches
+// only its own namespace. `ns` is "" for GET /apis/v1/{plural} (admins only).
+struct ResourceRequest {
+  Principal who;
+  std::string ns;
+  std::vector<std::string> path;  // after {plural}: [] the collection, [name], [name, sub]
+  boost::beast::http::verb method;
+  std::string body;
+  std::map<std::string, std::string> query;
+};
+using ResourceHandler = std::function<Reply(const ResourceRequest&)>;
+
+// Replies every handler shares: the Kubernetes Status body for an error, JSON for a result.
+Reply error_reply(const Status& s);
+Reply json_reply(const boost::json::value& v, int code = 200);
+
 class ApiServer {
  public:
   ApiServer(StateStore& store, Reconciler& reconciler, Executor& executor, metrics::Registry& registry,
             std::vector<TokenEntry> tokens, std::string work_dir);
+
+  // Routes {plural} to `handler` (before the server starts; not thread-safe).
+  void add_resource(const std::string& plural, ResourceHandler handler);
 
   net::Handler handler();
   // The non-streaming routes as a plain function (tests call it directly).
@@ -52,6 +78,10 @@ class ApiServer {
   boost::asio::awaitable<void> stream_logs(net::Request& req, net::Responder& res);
   boost::asio::awaitable<void> stream_watch(net::Request& req, net::Responder& res);
   std::optional<Principal> authenticate(const net::Request& req) const;
+  Reply route_cluster(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
+  Reply route_jobs(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
+  Reply submit(const Principal& who, const std::string& ns, const std::string& body);
+  Reply route_resource(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
 
   StateStore& store_;
   Reconciler& reconciler_;
@@ -60,6 +90,7 @@ class ApiServer {
   std::map<std::string, Principal> tokens_;  // sha256 hex -> principal
   std::vector<std::string> tenants_;
   const std::string work_dir_;
+  std::map<std::string, ResourceHandler> resources_;  // plural -> handler
 };
 
 // Kubernetes-style error body.

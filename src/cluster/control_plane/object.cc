@@ -221,16 +221,34 @@ Result<JobObject> parse_job_manifest(const std::string& text, const std::string&
   return job;
 }
 
-json::value to_json(const JobObject& j) {
+json::object meta_json(const ObjectMeta& m) {
   json::object meta;
-  meta["name"] = j.metadata.name;
-  meta["namespace"] = j.metadata.ns;
-  meta["labels"] = map_json(j.metadata.labels);
-  meta["resourceVersion"] = std::to_string(j.metadata.resource_version);
-  meta["uid"] = j.metadata.uid;
-  meta["creationTimestamp"] = j.metadata.creation_timestamp;
-  meta["creationTime"] = j.metadata.creation_time;
-  if (!j.metadata.deletion_timestamp.empty()) meta["deletionTimestamp"] = j.metadata.deletion_timestamp;
+  meta["name"] = m.name;
+  meta["namespace"] = m.ns;
+  meta["labels"] = map_json(m.labels);
+  meta["resourceVersion"] = std::to_string(m.resource_version);
+  meta["uid"] = m.uid;
+  meta["creationTimestamp"] = m.creation_timestamp;
+  meta["creationTime"] = m.creation_time;
+  if (!m.deletion_timestamp.empty()) meta["deletionTimestamp"] = m.deletion_timestamp;
+  return meta;
+}
+
+ObjectMeta meta_from_json(const json::object& meta) {
+  ObjectMeta m;
+  m.name = jstr(meta, "name");
+  m.ns = jstr(meta, "namespace");
+  m.labels = map_of(jobj(meta, "labels"));
+  m.resource_version = std::atoll(jstr(meta, "resourceVersion").c_str());
+  m.uid = jstr(meta, "uid");
+  m.creation_timestamp = jstr(meta, "creationTimestamp");
+  m.creation_time = jnum(meta, "creationTime");
+  m.deletion_timestamp = jstr(meta, "deletionTimestamp");
+  return m;
+}
+
+json::value to_json(const JobObject& j) {
+  json::object meta = meta_json(j.metadata);
 
   const JobSpec& s = j.spec;
   json::object spec;
@@ -312,15 +330,7 @@ Result<JobObject> job_from_json(const json::value& v) {
   if (!v.is_object()) return Status::corrupt("job record is not a JSON object");
   const json::object& o = v.as_object();
   JobObject j;
-  const json::object& meta = jobj(o, "metadata");
-  j.metadata.name = jstr(meta, "name");
-  j.metadata.ns = jstr(meta, "namespace");
-  j.metadata.labels = map_of(jobj(meta, "labels"));
-  j.metadata.resource_version = std::atoll(jstr(meta, "resourceVersion").c_str());
-  j.metadata.uid = jstr(meta, "uid");
-  j.metadata.creation_timestamp = jstr(meta, "creationTimestamp");
-  j.metadata.creation_time = jnum(meta, "creationTime");
-  j.metadata.deletion_timestamp = jstr(meta, "deletionTimestamp");
+  j.metadata = meta_from_json(jobj(o, "metadata"));
 
   const json::object& spec = jobj(o, "spec");
   JobSpec& s = j.spec;

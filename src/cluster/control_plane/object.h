@@ -131,6 +131,10 @@ struct JobObject {
 // a manifest naming another one is refused.
 Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns);
 
+// metadata as JSON and back (every kind's; resourceVersion as a string, as Kubernetes).
+boost::json::object meta_json(const ObjectMeta& meta);
+ObjectMeta meta_from_json(const boost::json::object& meta);
+
 boost::json::value to_json(const JobObject& job);
 Result<JobObject> job_from_json(const boost::json::value& v);
 std::string job_json_text(const JobObject& job);

@@ -619,6 +619,9 @@ Status Reconciler::reconcile_once(double now) {
     usage_ = std::move(usage);
     node_free_ = state.free;
   }
+  for (Controller* c : controllers_) {
+    if (Status s = c->reconcile(now); !s.ok()) log::warn("reconcile {}: {}", c->name(), s.message());
+  }
   registry_.observe("koi_cluster_reconcile_seconds", {},
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return ok_status();
@@ -633,6 +636,8 @@ std::vector<NodeFree> Reconciler::node_free() const {
   std::lock_guard<std::mutex> lock(mu_);
   return node_free_;
 }
+
+void Reconciler::add_controller(Controller* controller) { controllers_.push_back(controller); }
 
 void Reconciler::start() {
   thread_ = std::thread([this] { loop(); });

@@ -32,6 +32,9 @@
 // io_context: a round makes blocking store calls and process polls, which would stall the
 // API's worker. wake() makes the next round start at once (after a submit or cancel).
 // reconcile_once() is public so tests drive rounds by hand with their own `now`.
+// Controllers of the other kinds (Deployment, Pipeline) run at the end of every round, on
+// this thread: they see the round's job phases and act by writing objects (submit_job,
+// cancels) that the next round carries out; they never call the executor.
 #pragma once
 
 #include <condition_variable>
@@ -49,6 +52,15 @@
 #include "cluster/scheduler.h"
 
 namespace koi::cluster {
+
+// A controller of a kind beyond jobs. reconcile() makes that kind's objects converge (it may
+// create and cancel jobs through the store); an error is logged and the round goes on.
+class Controller {
+ public:
+  virtual ~Controller() = default;
+  virtual std::string name() const = 0;
+  virtual Status reconcile(double now) = 0;
+};
 
 struct ReconcilerOptions {
   std::string work_dir;    // <work_dir>/<ns>/<job>/<attempt>/<replica>/
@@ -78,6 +90,10 @@ class Reconciler {
 
   Status recover(double now);
   Status reconcile_once(double now);
+
+  // Runs `controller` at the end of every round, in the order added (before start();
+  // the reconciler does not own it).
+  void add_controller(Controller* controller);
 
   void start();
   void stop();
@@ -130,6 +146,7 @@ class Reconciler {
   std::vector<NodeFree> node_free_;  // guarded by mu_
   std::shared_ptr<const Cluster> published_;  // guarded by mu_
   bool cluster_changed_ = false;              // guarded by mu_: published_ is newer than cluster_
+  std::vector<Controller*> controllers_;
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
+#include <cctype>
 #include <random>
 
 namespace koi::cluster {
@@ -38,10 +39,16 @@ std::string new_uid() {
                      0x8000 | (b >> 48 & 0x3fff), b & 0xffffffffffffULL);
 }
 
-Status conflict(const JobObject& job, int64_t current) {
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+
+Status conflict(const std::string& kind, const ObjectMeta& meta, int64_t current) {
   return Status::failed_precondition(fmt::format(
-      "conflict: job {}/{} is at resourceVersion {}, the write was based on {}; read it again and retry",
-      job.metadata.ns, job.metadata.name, current, job.metadata.resource_version));
+      "conflict: {} {}/{} is at resourceVersion {}, the write was based on {}; read it again and retry",
+      lower(kind), meta.ns, meta.name, current, meta.resource_version));
 }
 
 }  // namespace
@@ -92,58 +99,89 @@ Status StateStore::record_events(const std::vector<Event>& events) {
   return ok_status();
 }
 
-Status StateStore::create_job(JobObject* job, const std::vector<Event>& events) {
+Status StateStore::insert_object(const std::string& kind, ObjectMeta* meta, const std::string& phase,
+                                 const std::function<std::string()>& text, const std::vector<Event>& events) {
   return db_->transaction([&]() -> Status {
-    KOI_ASSIGN_OR_RETURN(auto rows, db_->query("find job",
-                                               "SELECT resource_version FROM cluster_objects WHERE kind = 'Job' AND "
+    KOI_ASSIGN_OR_RETURN(auto rows, db_->query("find object",
+                                               "SELECT resource_version FROM cluster_objects WHERE kind = ? AND "
                                                "namespace = ? AND name = ?",
-                                               {job->metadata.ns, job->metadata.name}));
+                                               {kind, meta->ns, meta->name}));
     if (!rows.empty()) {
-      return Status::already_exists(fmt::format("job {} already exists in namespace {}; pick another name or delete it first",
-                                                job->metadata.name, job->metadata.ns));
+      return Status::already_exists(fmt::format("{} {} already exists in namespace {}; pick another name or delete it first",
+                                                lower(kind), meta->name, meta->ns));
     }
-    KOI_ASSIGN_OR_RETURN(job->metadata.resource_version, next_version());
-    job->metadata.uid = new_uid();
-    job->metadata.creation_time = wall_seconds();
-    job->metadata.creation_timestamp = rfc3339(job->metadata.creation_time);
-    const std::string body = job_json_text(*job);
-    KOI_RETURN_IF_ERROR(db_->exec("insert job",
+    KOI_ASSIGN_OR_RETURN(meta->resource_version, next_version());
+    meta->uid = new_uid();
+    meta->creation_time = wall_seconds();
+    meta->creation_timestamp = rfc3339(meta->creation_time);
+    const std::string body = text();
+    KOI_RETURN_IF_ERROR(db_->exec("insert object",
                                   "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
-                                  "VALUES ('Job', ?, ?, ?, ?, ?, ?)",
-                                  {job->metadata.ns, job->metadata.name, job->metadata.uid,
-                                   job->metadata.resource_version, std::string(phase_name(job->status.phase)), body}));
+                                  "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  {kind, meta->ns, meta->name, meta->uid, meta->resource_version, phase, body}));
     KOI_RETURN_IF_ERROR(db_->exec("insert change",
                                   "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
-                                  "VALUES (?, 'ADDED', 'Job', ?, ?, ?)",
-                                  {job->metadata.resource_version, job->metadata.ns, job->metadata.name, body}));
+                                  "VALUES (?, 'ADDED', ?, ?, ?, ?)",
+                                  {meta->resource_version, kind, meta->ns, meta->name, body}));
     return record_events(events);
   });
 }
 
-Status StateStore::update_job(JobObject* job, const std::vector<Event>& events) {
-  const int64_t expected = job->metadata.resource_version;
+Status StateStore::update_object(const std::string& kind, ObjectMeta* meta, const std::string& phase,
+                                 const std::function<std::string()>& text, const std::vector<Event>& events) {
+  const int64_t expected = meta->resource_version;
   Status s = db_->transaction([&]() -> Status {
     const char* sql = db_->backend() == store::Backend::kPostgres
-                          ? "SELECT resource_version FROM cluster_objects WHERE kind = 'Job' AND namespace = ? AND name = ? FOR UPDATE"
-                          : "SELECT resource_version FROM cluster_objects WHERE kind = 'Job' AND namespace = ? AND name = ?";
-    KOI_ASSIGN_OR_RETURN(auto rows, db_->query("read job version", sql, {job->metadata.ns, job->metadata.name}));
-    if (rows.empty()) return Status::not_found(fmt::format("job {} not found in namespace {}", job->metadata.name, job->metadata.ns));
-    if (rows[0].int64(0) != expected) return conflict(*job, rows[0].int64(0));
-    KOI_ASSIGN_OR_RETURN(job->metadata.resource_version, next_version());
-    const std::string body = job_json_text(*job);
-    KOI_RETURN_IF_ERROR(db_->exec("update job",
-                                  "UPDATE cluster_objects SET resource_version = ?, phase = ?, body = ? WHERE kind = 'Job' "
+                          ? "SELECT resource_version FROM cluster_objects WHERE kind = ? AND namespace = ? AND name = ? FOR UPDATE"
+                          : "SELECT resource_version FROM cluster_objects WHERE kind = ? AND namespace = ? AND name = ?";
+    KOI_ASSIGN_OR_RETURN(auto rows, db_->query("read object version", sql, {kind, meta->ns, meta->name}));
+    if (rows.empty()) return Status::not_found(fmt::format("{} {} not found in namespace {}", lower(kind), meta->name, meta->ns));
+    if (rows[0].int64(0) != expected) return conflict(kind, *meta, rows[0].int64(0));
+    KOI_ASSIGN_OR_RETURN(meta->resource_version, next_version());
+    const std::string body = text();
+    KOI_RETURN_IF_ERROR(db_->exec("update object",
+                                  "UPDATE cluster_objects SET resource_version = ?, phase = ?, body = ? WHERE kind = ? "
                                   "AND namespace = ? AND name = ?",
-                                  {job->metadata.resource_version, std::string(phase_name(job->status.phase)), body,
-                                   job->metadata.ns, job->metadata.name}));
+                                  {meta->resource_version, phase, body, kind, meta->ns, meta->name}));
     KOI_RETURN_IF_ERROR(db_->exec("insert change",
                                   "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
-                                  "VALUES (?, 'MODIFIED', 'Job', ?, ?, ?)",
-                                  {job->metadata.resource_version, job->metadata.ns, job->metadata.name, body}));
+                                  "VALUES (?, 'MODIFIED', ?, ?, ?, ?)",
+                                  {meta->resource_version, kind, meta->ns, meta->name, body}));
     return record_events(events);
   });
-  if (!s.ok()) job->metadata.resource_version = expected;
+  if (!s.ok()) meta->resource_version = expected;
   return s;
+}
+
+Result<std::vector<std::string>> StateStore::bodies(const std::string& kind, const std::string& ns,
+                                                    const std::vector<std::string>& phases_excluded) {
+  std::string sql = "SELECT body FROM cluster_objects WHERE kind = ?";
+  std::vector<store::Value> params{kind};
+  if (!ns.empty()) sql += " AND namespace = ?", params.push_back(ns);
+  if (!phases_excluded.empty()) {
+    sql += " AND phase NOT IN (";
+    for (size_t i = 0; i < phases_excluded.size(); ++i) {
+      sql += i ? ", ?" : "?";
+      params.push_back(phases_excluded[i]);
+    }
+    sql += ")";
+  }
+  sql += " ORDER BY resource_version";
+  KOI_ASSIGN_OR_RETURN(auto rows, db_->query("list " + lower(kind) + "s", sql, params));
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(r.text(0));
+  return out;
+}
+
+Status StateStore::create_job(JobObject* job, const std::vector<Event>& events) {
+  return insert_object("Job", &job->metadata, std::string(phase_name(job->status.phase)),
+                       [&] { return job_json_text(*job); }, events);
+}
+
+Status StateStore::update_job(JobObject* job, const std::vector<Event>& events) {
+  return update_object("Job", &job->metadata, std::string(phase_name(job->status.phase)),
+                       [&] { return job_json_text(*job); }, events);
 }
 
 Result<std::optional<JobObject>> StateStore::get_job(const std::string& ns, const std::string& name) {
@@ -156,18 +194,106 @@ Result<std::optional<JobObject>> StateStore::get_job(const std::string& ns, cons
 }
 
 Result<std::vector<JobObject>> StateStore::list_jobs(const std::string& ns, bool active_only) {
-  std::string sql = "SELECT body FROM cluster_objects WHERE kind = 'Job'";
-  std::vector<store::Value> params;
-  if (!ns.empty()) sql += " AND namespace = ?", params.push_back(ns);
-  if (active_only) sql += " AND phase NOT IN ('Succeeded', 'Failed', 'Cancelled')";
-  sql += " ORDER BY resource_version";
-  KOI_ASSIGN_OR_RETURN(auto rows, db_->query("list jobs", sql, params));
+  std::vector<std::string> excluded;
+  if (active_only) excluded = {"Succeeded", "Failed", "Cancelled"};
+  KOI_ASSIGN_OR_RETURN(std::vector<std::string> texts, bodies("Job", ns, excluded));
   std::vector<JobObject> out;
-  for (const auto& r : rows) {
-    KOI_ASSIGN_OR_RETURN(JobObject job, job_from_text(r.text(0)));
+  for (const std::string& t : texts) {
+    KOI_ASSIGN_OR_RETURN(JobObject job, job_from_text(t));
     out.push_back(std::move(job));
   }
   std::stable_sort(out.begin(), out.end(), [](const JobObject& a, const JobObject& b) {
+    return a.metadata.creation_time < b.metadata.creation_time;
+  });
+  return out;
+}
+
+json::object StoredObject::to_json() const {
+  json::object o{{"apiVersion", kApiVersion}, {"kind", kind}, {"metadata", meta_json(metadata)}};
+  for (const auto& [k, v] : body) o[k] = v;
+  return o;
+}
+
+Result<StoredObject> StoredObject::from_json(const json::value& v) {
+  if (!v.is_object()) return Status::corrupt("stored object is not a JSON object");
+  StoredObject obj;
+  for (const auto& [k, val] : v.as_object()) {
+    if (k == "apiVersion") continue;
+    if (k == "kind") {
+      if (!val.is_string()) return Status::corrupt("stored object: kind is not a string");
+      obj.kind = std::string(val.as_string());
+    } else if (k == "metadata") {
+      if (!val.is_object()) return Status::corrupt("stored object: metadata is not an object");
+      obj.metadata = meta_from_json(val.as_object());
+    } else {
+      obj.body[k] = val;
+    }
+  }
+  if (const json::value* st = obj.body.if_contains("status"); st && st->is_object()) {
+    if (const json::value* ph = st->as_object().if_contains("phase"); ph && ph->is_string()) {
+      obj.phase = std::string(ph->as_string());
+    }
+  }
+  return obj;
+}
+
+Status StateStore::create(StoredObject* obj, const std::vector<Event>& events) {
+  return insert_object(obj->kind, &obj->metadata, obj->phase, [&] { return json::serialize(obj->to_json()); }, events);
+}
+
+Status StateStore::update(StoredObject* obj, const std::vector<Event>& events) {
+  return update_object(obj->kind, &obj->metadata, obj->phase, [&] { return json::serialize(obj->to_json()); }, events);
+}
+
+Status StateStore::remove(const StoredObject& obj, int64_t expected_version, const std::vector<Event>& events) {
+  return db_->transaction([&]() -> Status {
+    KOI_ASSIGN_OR_RETURN(auto rows, db_->query("read object version",
+                                               "SELECT resource_version FROM cluster_objects WHERE kind = ? AND "
+                                               "namespace = ? AND name = ?",
+                                               {obj.kind, obj.metadata.ns, obj.metadata.name}));
+    if (rows.empty()) {
+      return Status::not_found(fmt::format("{} {} not found in namespace {}", lower(obj.kind), obj.metadata.name, obj.metadata.ns));
+    }
+    if (expected_version != 0 && rows[0].int64(0) != expected_version) {
+      ObjectMeta m = obj.metadata;
+      m.resource_version = expected_version;
+      return conflict(obj.kind, m, rows[0].int64(0));
+    }
+    KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
+    KOI_RETURN_IF_ERROR(db_->exec("delete object", "DELETE FROM cluster_objects WHERE kind = ? AND namespace = ? AND name = ?",
+                                  {obj.kind, obj.metadata.ns, obj.metadata.name}));
+    KOI_RETURN_IF_ERROR(db_->exec("insert change",
+                                  "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
+                                  "VALUES (?, 'DELETED', ?, ?, ?, ?)",
+                                  {rv, obj.kind, obj.metadata.ns, obj.metadata.name, json::serialize(obj.to_json())}));
+    return record_events(events);
+  });
+}
+
+Result<std::optional<StoredObject>> StateStore::get(const std::string& kind, const std::string& ns, const std::string& name) {
+  KOI_ASSIGN_OR_RETURN(auto rows, db_->query("get " + lower(kind),
+                                             "SELECT body FROM cluster_objects WHERE kind = ? AND namespace = ? AND name = ?",
+                                             {kind, ns, name}));
+  if (rows.empty()) return std::optional<StoredObject>();
+  boost::system::error_code ec;
+  json::value v = json::parse(rows[0].text(0), ec);
+  if (ec) return Status::corrupt(fmt::format("{} {}/{}: stored JSON does not parse: {}", lower(kind), ns, name, ec.message()));
+  KOI_ASSIGN_OR_RETURN(StoredObject obj, StoredObject::from_json(v));
+  return std::optional<StoredObject>(std::move(obj));
+}
+
+Result<std::vector<StoredObject>> StateStore::list(const std::string& kind, const std::string& ns,
+                                                   const std::vector<std::string>& phases_excluded) {
+  KOI_ASSIGN_OR_RETURN(std::vector<std::string> texts, bodies(kind, ns, phases_excluded));
+  std::vector<StoredObject> out;
+  for (const std::string& t : texts) {
+    boost::system::error_code ec;
+    json::value v = json::parse(t, ec);
+    if (ec) return Status::corrupt(fmt::format("a stored {} does not parse: {}", lower(kind), ec.message()));
+    KOI_ASSIGN_OR_RETURN(StoredObject obj, StoredObject::from_json(v));
+    out.push_back(std::move(obj));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StoredObject& a, const StoredObject& b) {
     return a.metadata.creation_time < b.metadata.creation_time;
   });
   return out;

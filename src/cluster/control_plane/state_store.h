@@ -13,6 +13,7 @@
 // Thread-safe (the Database serialises calls; transactions hold its lock).
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,20 @@ struct Change {
 
 std::string event_json(const Event& e);
 
+// An object of a kind beyond Job and the config's (Model, ModelVersion, Deployment, Pipeline)
+// as the store keeps it: its metadata and the rest of its JSON (spec, status). Each kind's
+// own file turns that into its typed form; the store only keeps, versions and watches it.
+struct StoredObject {
+  std::string kind;
+  ObjectMeta metadata;
+  boost::json::object body;  // every top-level field but apiVersion, kind and metadata
+  std::string phase;         // indexed for list(active_only); "" when the kind has none
+
+  // The whole object: {apiVersion, kind, metadata, ...body}.
+  boost::json::object to_json() const;
+  static Result<StoredObject> from_json(const boost::json::value& v);
+};
+
 class StateStore {
  public:
   static Result<std::unique_ptr<StateStore>> open(const std::string& url);
@@ -66,6 +81,18 @@ class StateStore {
   Result<std::vector<Change>> changes(int64_t after, const std::string& ns, int limit);
   Result<int64_t> current_version();
 
+  // The same for any StoredObject kind: create() sets uid, resourceVersion and
+  // creationTimestamp (AlreadyExists if the name is taken); update() checks the
+  // resourceVersion it read (FailedPrecondition otherwise); remove() deletes the object
+  // (a DELETED change; FailedPrecondition if `expected_version` is non-zero and stale).
+  Status create(StoredObject* obj, const std::vector<Event>& events);
+  Status update(StoredObject* obj, const std::vector<Event>& events);
+  Status remove(const StoredObject& obj, int64_t expected_version, const std::vector<Event>& events);
+  Result<std::optional<StoredObject>> get(const std::string& kind, const std::string& ns, const std::string& name);
+  // In creation order; ns "" = all namespaces; `phases_excluded` filters on the phase column.
+  Result<std::vector<StoredObject>> list(const std::string& kind, const std::string& ns,
+                                         const std::vector<std::string>& phases_excluded = {});
+
   // Writes a Queue object (replacing one of that name) with its event.
   Status put_queue(const QueueSpec& queue, const Event& event);
   // Replaces the token table with the config's; the declared Queue and Node objects likewise.
@@ -75,6 +102,14 @@ class StateStore {
  private:
   Result<int64_t> next_version();  // inside a transaction
   Status record_events(const std::vector<Event>& events);
+  // The transaction bodies every kind shares: `text` renders the body once the new
+  // resourceVersion (and for inserts uid and creation time) are set on `meta`.
+  Status insert_object(const std::string& kind, ObjectMeta* meta, const std::string& phase,
+                       const std::function<std::string()>& text, const std::vector<Event>& events);
+  Status update_object(const std::string& kind, ObjectMeta* meta, const std::string& phase,
+                       const std::function<std::string()>& text, const std::vector<Event>& events);
+  Result<std::vector<std::string>> bodies(const std::string& kind, const std::string& ns,
+                                          const std::vector<std::string>& phases_excluded);
 
   std::unique_ptr<store::Database> db_;
 };

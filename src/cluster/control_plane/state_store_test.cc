@@ -1,5 +1,6 @@
 #include "cluster/control_plane/state_store.h"
 
+#include <boost/json.hpp>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -131,6 +132,57 @@ TEST_P(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
 std::vector<store::Backend> backends() {
   if (std::getenv("KOI_TEST_POSTGRES_URL") == nullptr) return {store::Backend::kSqlite};
   return {store::Backend::kSqlite, store::Backend::kPostgres};
+}
+
+TEST_P(StateStoreTest, AnyKindIsKeptVersionedAndWatched) {
+  StoredObject m;
+  m.kind = "Model";
+  m.metadata.name = "fortunes";
+  m.metadata.ns = "alpha";
+  m.body["spec"] = boost::json::object{{"description", "small"}};
+  m.body["status"] = boost::json::object{{"phase", "Ready"}};
+  m.phase = "Ready";
+  ASSERT_TRUE(store_->create(&m, {}).ok());
+  EXPECT_EQ(m.metadata.resource_version, 1);
+  StoredObject again = m;
+  EXPECT_EQ(store_->create(&again, {}).code(), StatusCode::kAlreadyExists);
+
+  auto got = store_->get("Model", "alpha", "fortunes");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->metadata.uid, m.metadata.uid);
+  EXPECT_EQ((*got)->phase, "Ready");
+  EXPECT_EQ((*got)->body.at("spec").at("description").as_string(), "small");
+  EXPECT_FALSE(store_->get("Model", "beta", "fortunes")->has_value());
+  EXPECT_FALSE(store_->get("Deployment", "alpha", "fortunes")->has_value());  // kinds do not mix
+
+  StoredObject stale = **got;
+  (*got)->body["status"] = boost::json::object{{"phase", "Retired"}};
+  (*got)->phase = "Retired";
+  ASSERT_TRUE(store_->update(&**got, {}).ok());
+  EXPECT_EQ((*got)->metadata.resource_version, 2);
+  EXPECT_EQ(store_->update(&stale, {}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale.metadata.resource_version, 1);  // unchanged by the refused write
+
+  StoredObject other = m;
+  other.metadata = {};
+  other.metadata.name = "other";
+  other.metadata.ns = "alpha";
+  other.phase = "Ready";
+  ASSERT_TRUE(store_->create(&other, {}).ok());
+  auto active = store_->list("Model", "alpha", {"Retired"});
+  ASSERT_TRUE(active.ok());
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].metadata.name, "other");
+  EXPECT_EQ(store_->list("Model", "", {})->size(), 2u);
+
+  EXPECT_EQ(store_->remove(**got, 1, {}).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->remove(**got, 2, {ev("fortunes", "Deleted")}).ok());
+  EXPECT_FALSE(store_->get("Model", "alpha", "fortunes")->has_value());
+  auto changes = store_->changes(0, "alpha", 100);
+  ASSERT_TRUE(changes.ok());
+  std::vector<std::string> types;
+  for (const Change& c : *changes) types.push_back(c.type + " " + c.kind);
+  EXPECT_EQ(types, (std::vector<std::string>{"ADDED Model", "MODIFIED Model", "ADDED Model", "DELETED Model", "EVENT Event"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreTest, ::testing::ValuesIn(backends()),

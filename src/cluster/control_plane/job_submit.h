@@ -1,0 +1,20 @@
+// submit_job: the one way a Job enters the store, whether a user posted it (api.cc) or a
+// controller made it (a Deployment's replicas, a Pipeline's steps). It completes and checks
+// what needs the cluster: an empty spec.queue becomes the namespace's first queue; a queue of
+// another namespace, or a GPU type no node has, is InvalidArgument naming the field. The job
+// is created Pending with a "Submitted" event naming who submitted it. The caller wakes the
+// reconciler.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "cluster/control_plane/object.h"
+#include "cluster/control_plane/state_store.h"
+#include "cluster/types.h"
+
+namespace koi::cluster {
+
+Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by);
+
+}  // namespace koi::cluster
