@@ -2,6 +2,7 @@
 // REST API, the store, the reconcile loop and the local executor. SIGTERM or Ctrl-C stops
 // it and leaves the jobs running; the next start adopts them.
 // koi cluster exec: the local executor's replica wrapper (internal; see local_executor.h).
+// koi cluster join: its helper that enters the replica's limit group (replica_wrapper.h).
 #include <signal.h>
 
 #include <cstdio>
@@ -60,22 +61,31 @@ Runner setup_serve(CLI::App* app) {
   return [f] { return run_serve(*f); };
 }
 
-struct ExecFlags {
-  std::string exit_file;
-  std::string pid_file;
+Runner setup_exec(CLI::App* app) {
+  auto f = std::make_shared<cluster::WrapperOptions>();
+  app->add_option("--exit-file", f->exit_file, "where to write the exit record ('exit N' or 'signal N', ...)")->required();
+  app->add_option("--pid-file", f->pid_file, "where to write this wrapper's id (pid:starttime)");
+  app->add_option("--memory-mib", f->memory_mib, "memory limit of the command (0: none)")->check(CLI::NonNegativeNumber);
+  app->add_option("--cpu-milli", f->cpu_milli, "CPU limit in thousandths of a core (0: none)")->check(CLI::NonNegativeNumber);
+  app->add_option("command", f->argv, "the replica's command line (after --)")->required();
+  return [f] { return cluster::run_replica_wrapper(*f); };
+}
+
+struct JoinFlags {
+  std::string group;
   std::vector<std::string> command;
 };
 
-Runner setup_exec(CLI::App* app) {
-  auto f = std::make_shared<ExecFlags>();
-  app->add_option("--exit-file", f->exit_file, "where to write 'exit N' or 'signal N'")->required();
-  app->add_option("--pid-file", f->pid_file, "where to write this wrapper's id (pid:starttime)");
-  app->add_option("command", f->command, "the replica's command line (after --)")->required();
-  return [f] { return cluster::run_replica_wrapper(f->exit_file, f->pid_file, f->command); };
+Runner setup_join(CLI::App* app) {
+  auto f = std::make_shared<JoinFlags>();
+  app->add_option("--group", f->group, "the limit group to enter")->required();
+  app->add_option("command", f->command, "the command to exec inside it (after --)")->required();
+  return [f] { return cluster::run_join(f->group, f->command); };
 }
 
 }  // namespace
 KOI_COMMAND(cluster, "the control plane: jobs, queues, quotas, placement and healing on an executor", setup_cluster);
 KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API, store, reconcile loop, local executor", setup_serve);
 KOI_SUBCOMMAND(cluster, exec, "internal: the local executor's replica wrapper", setup_exec);
+KOI_SUBCOMMAND(cluster, join, "internal: enter a replica's limit group, then exec its command", setup_join);
 }  // namespace koi::cli

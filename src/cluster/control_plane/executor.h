@@ -42,6 +42,8 @@ struct ReplicaLaunch {
   std::string dir;                          // working directory; created by launch()
   int node = 0;
   std::vector<int> gpus;                    // device ids on that node
+  int64_t memory_mib = 0;                   // limits where the executor can enforce them; 0 = none
+  int64_t cpu_milli = 0;
 };
 
 struct ReplicaHandle {
@@ -56,6 +58,8 @@ struct ReplicaStatus {
   int exit_code = 0;
   int signal = 0;
   std::string detail;  // "exited with status 3", "killed by signal 9 (Killed)", why it was lost
+  bool oom_killed = false;        // ended by the OOM killer at its memory limit
+  int64_t peak_memory_bytes = 0;  // 0 when unknown
 };
 
 class Executor {

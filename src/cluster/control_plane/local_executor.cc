@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/file.h"
+#include "cluster/control_plane/replica_wrapper.h"
 
 namespace koi::cluster {
 namespace {
@@ -29,9 +30,13 @@ std::string exit_path(const std::string& dir) { return path_join(dir, "exit"); }
 ReplicaStatus from_exit_record(const std::string& dir, bool* found) {
   ReplicaStatus s;
   auto text = read_file(exit_path(dir));
-  *found = text.ok() && parse_exit_record(*text, &s.exit_code, &s.signal);
+  ExitRecord record;
+  *found = text.ok() && parse_exit_record(*text, &record);
   if (*found) {
     s.state = ReplicaState::kExited;
+    s.exit_code = record.code, s.signal = record.signal;
+    s.oom_killed = record.oom_killed;
+    s.peak_memory_bytes = record.peak_memory_bytes;
     process::ExitStatus e;
     e.code = s.exit_code, e.signal = s.signal;
     s.detail = e.describe();
@@ -56,14 +61,6 @@ int64_t process_start_time(int pid) {
   return std::atoll(fields[19].c_str());
 }
 
-bool parse_exit_record(const std::string& text, int* code, int* signal) {
-  int v = 0;
-  *code = 0, *signal = 0;
-  if (std::sscanf(text.c_str(), "exit %d", &v) == 1) return *code = v, true;
-  if (std::sscanf(text.c_str(), "signal %d", &v) == 1) return *signal = v, true;
-  return false;
-}
-
 LocalExecutor::LocalExecutor(std::string koi_binary, std::vector<NodeSpec> nodes)
     : koi_binary_(std::move(koi_binary)), nodes_(std::move(nodes)) {}
 
@@ -76,7 +73,10 @@ Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
   std::filesystem::remove(exit_path(r.dir), ec);
   std::filesystem::remove(path_join(r.dir, "pid"), ec);
   process::LaunchOptions o;
-  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid"), "--"};
+  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid")};
+  if (r.memory_mib > 0) o.argv.insert(o.argv.end(), {"--memory-mib", std::to_string(r.memory_mib)});
+  if (r.cpu_milli > 0) o.argv.insert(o.argv.end(), {"--cpu-milli", std::to_string(r.cpu_milli)});
+  o.argv.push_back("--");
   o.argv.insert(o.argv.end(), r.argv.begin(), r.argv.end());
   o.env = r.env;
   std::string devices;

@@ -11,8 +11,10 @@
 // Signals go to the wrapper's process group: the wrapper ignores SIGTERM/SIGINT/SIGHUP (its
 // command receives them and decides), SIGKILL ends both.
 // What it enforces: working directory, environment, CUDA_VISIBLE_DEVICES (the placed fake
-// GPU ids). It does not limit memory or CPU (no cgroups here; RLIMIT_AS breaks programs
-// that map large files); maxRuntime and the grace period are enforced by the reconciler.
+// GPU ids), and the job's memory and CPU (spec.resources) through the wrapper's limit group
+// (cgroups v2, else v1, else nothing, said in the replica's log: process/limits.h; an
+// OOM kill and the peak memory come back in the exit record). maxRuntime and the grace
+// period are enforced by the reconciler.
 // Not thread-safe except logs(); the reconciler's thread calls it.
 #pragma once
 
@@ -53,7 +55,5 @@ class LocalExecutor : public Executor {
 // The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22); -1 if
 // it does not exist or is a zombie.
 int64_t process_start_time(int pid);
-// "exit 3" / "signal 9" as written by the wrapper.
-bool parse_exit_record(const std::string& text, int* code, int* signal);
 
 }  // namespace koi::cluster

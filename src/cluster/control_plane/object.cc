@@ -311,7 +311,9 @@ json::value to_json(const JobObject& j) {
                                 {"exited", r.exited},
                                 {"exitCode", r.exit_code},
                                 {"signal", r.signal},
-                                {"lost", r.lost}});
+                                {"lost", r.lost},
+                                {"oomKilled", r.oom_killed},
+                                {"peakMemoryBytes", r.peak_memory_bytes}});
   }
   st["replicas"] = std::move(reps);
   if (!t.terminating.empty()) {
@@ -394,6 +396,8 @@ Result<JobObject> job_from_json(const json::value& v) {
     rec.exit_code = static_cast<int>(jnum(ro, "exitCode"));
     rec.signal = static_cast<int>(jnum(ro, "signal"));
     rec.lost = jbool(ro, "lost", false);
+    rec.oom_killed = jbool(ro, "oomKilled", false);
+    rec.peak_memory_bytes = static_cast<int64_t>(jnum(ro, "peakMemoryBytes"));
     t.replicas.push_back(std::move(rec));
   }
   t.terminating = jstr(st, "terminating");

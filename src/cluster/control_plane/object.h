@@ -89,6 +89,8 @@ struct ReplicaRecord {
   int exit_code = 0;
   int signal = 0;
   bool lost = false;  // vanished without an exit record (infrastructure)
+  bool oom_killed = false;        // the OOM killer ended it at its memory limit
+  int64_t peak_memory_bytes = 0;  // as its limit group saw it; 0 = unknown
 };
 
 struct Condition {

@@ -104,6 +104,20 @@ std::string replica_dir(const std::string& work_dir, const std::string& ns, cons
   return fmt::format("{}/{}/{}/{}/{}", work_dir, ns, name, attempt, replica);
 }
 
+namespace {
+
+// "replica 0 exited with status 3"; an OOM kill says so, with the limit, the peak and a hint.
+std::string failure_message(const JobObject& job, const ReplicaRecord& r, size_t index) {
+  process::ExitStatus e;
+  e.code = r.exit_code, e.signal = r.signal;
+  if (!r.oom_killed) return fmt::format("replica {} {}", index, e.describe());
+  return fmt::format("replica {} was killed by the kernel's OOM killer at its memory limit of {} MiB (peak {:.1f} MiB): "
+                     "raise spec.resources.memoryMiB or make the job use less",
+                     index, job.spec.resources.memory_mib, static_cast<double>(r.peak_memory_bytes) / (1 << 20));
+}
+
+}  // namespace
+
 bool Reconciler::poll_replicas(JobObject& job) {
   bool all_ended = true;
   for (ReplicaRecord& r : job.status.replicas) {
@@ -113,6 +127,7 @@ bool Reconciler::poll_replicas(JobObject& job) {
       all_ended = false;
     } else if (s.state == ReplicaState::kExited) {
       r.exited = true, r.exit_code = s.exit_code, r.signal = s.signal;
+      r.oom_killed = s.oom_killed, r.peak_memory_bytes = s.peak_memory_bytes;
     } else {
       r.lost = true;
     }
@@ -279,6 +294,8 @@ Status Reconciler::launch(JobObject& job, const std::vector<Placement>& placemen
     l.dir = st.replicas[i].dir;
     l.node = st.replicas[i].node;
     l.gpus = st.replicas[i].gpus;
+    l.memory_mib = job.spec.resources.memory_mib;
+    l.cpu_milli = job.spec.resources.cpu_milli;
     gang.push_back(std::move(l));
   }
   auto handles = executor_.launch(gang);
@@ -534,9 +551,8 @@ Status Reconciler::reconcile_once(double now) {
             st.last_exit_code = failed->exit_code;
             st.last_signal.reset();
           }
-          process::ExitStatus e;
-          e.code = failed->exit_code, e.signal = failed->signal;
-          begin_stop(job, "ReplicaFailed", fmt::format("replica {} {}", replica_index, e.describe()), now, events);
+          begin_stop(job, "ReplicaFailed", failure_message(job, *failed, replica_index), now, events);
+          if (failed->oom_killed) event(events, job, "Warning", "OOMKilled", failure_message(job, *failed, replica_index), now);
         } else if (lost) {
           begin_stop(job, "Lost", fmt::format("replica {} was lost", lost - st.replicas.data()), now, events);
         } else if (all_ended) {
