@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "base/file.h"
+#include "process/mpirun.h"
 #include "process/process.h"
 
 namespace koi::train {
@@ -79,9 +80,7 @@ Result<std::vector<std::string>> own_command_line() {
 }
 
 std::vector<std::string> mpirun_command(const std::vector<std::string>& koi_argv, int nproc, bool resume) {
-  std::vector<std::string> cmd = {"mpirun", "--oversubscribe", "--bind-to", "none"};
-  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.insert(cmd.end(), {"-np", std::to_string(nproc)});
+  std::vector<std::string> cmd = process::mpirun_prefix(nproc);
   bool has_resume = false;
   for (size_t i = 0; i < koi_argv.size(); ++i) {
     const std::string& arg = koi_argv[i];

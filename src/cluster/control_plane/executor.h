@@ -10,7 +10,8 @@
 // Slots:
 //   inventory()  the nodes this executor offers (local: the declared ones, unchanged)
 //   launch()     starts a whole gang or nothing: on failure every replica it started is
-//                stopped before it returns the error (an infrastructure failure)
+//                stopped before it returns the error (an infrastructure failure); one
+//                handle per replica, in order (an MPI gang's replicas may share one)
 //   adopt()      after a control-plane restart: takes over a replica it did not start;
 //                false when the replica is gone
 //   status()     running, exited (with code or signal), or lost (gone without an exit
@@ -44,6 +45,10 @@ struct ReplicaLaunch {
   std::vector<int> gpus;                    // device ids on that node
   int64_t memory_mib = 0;                   // limits where the executor can enforce them; 0 = none
   int64_t cpu_milli = 0;
+  // The gang of a distributed job (train or finetune with replicas > 1): its replicas are
+  // the ranks of one MPI job and launch as one (local: one mpirun; Slurm: the tasks of one
+  // step). Every replica's handle then names that launch.
+  bool mpi = false;
 };
 
 struct ReplicaHandle {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/file.h"
+#include "process/mpirun.h"
 #include "cluster/control_plane/replica_wrapper.h"
 
 namespace koi::cluster {
@@ -91,7 +92,22 @@ Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
   return h;
 }
 
+Result<std::vector<ReplicaHandle>> LocalExecutor::launch_mpi(const std::vector<ReplicaLaunch>& gang) {
+  ReplicaLaunch all = gang[0];
+  all.argv = process::mpirun_prefix(static_cast<int>(gang.size()));
+  all.argv.insert(all.argv.end(), gang[0].argv.begin(), gang[0].argv.end());
+  all.env.erase("KOI_REPLICA");  // each rank knows its own from mpirun (OMPI_COMM_WORLD_RANK)
+  for (size_t i = 1; i < gang.size(); ++i) {
+    all.gpus.insert(all.gpus.end(), gang[i].gpus.begin(), gang[i].gpus.end());
+    all.memory_mib += gang[i].memory_mib;
+    all.cpu_milli += gang[i].cpu_milli;
+  }
+  KOI_ASSIGN_OR_RETURN(ReplicaHandle h, launch_one(all));
+  return std::vector<ReplicaHandle>(gang.size(), h);
+}
+
 Result<std::vector<ReplicaHandle>> LocalExecutor::launch(const std::vector<ReplicaLaunch>& gang) {
+  if (gang.size() > 1 && gang[0].mpi) return launch_mpi(gang);
   std::vector<ReplicaHandle> out;
   for (const ReplicaLaunch& r : gang) {
     auto h = launch_one(r);

@@ -10,6 +10,9 @@
 // never mistaken for the replica.
 // Signals go to the wrapper's process group: the wrapper ignores SIGTERM/SIGINT/SIGHUP (its
 // command receives them and decides), SIGKILL ends both.
+// An MPI gang (ReplicaLaunch::mpi) runs as one wrapper around `mpirun -np N` (process/
+// mpirun.h) in replica 0's directory, with the gang's devices and the sum of its limits;
+// every replica's handle is that wrapper, and the ranks share replica 0's log.
 // What it enforces: working directory, environment, CUDA_VISIBLE_DEVICES (the placed fake
 // GPU ids), and the job's memory and CPU (spec.resources) through the wrapper's limit group
 // (cgroups v2, else v1, else nothing, said in the replica's log: process/limits.h; an
@@ -46,6 +49,7 @@ class LocalExecutor : public Executor {
 
  private:
   Result<ReplicaHandle> launch_one(const ReplicaLaunch& replica);
+  Result<std::vector<ReplicaHandle>> launch_mpi(const std::vector<ReplicaLaunch>& gang);
 
   std::string koi_binary_;
   std::vector<NodeSpec> nodes_;

@@ -164,8 +164,9 @@ void Reconciler::begin_stop(JobObject& job, const std::string& cause, const std:
   const int sig = job.spec.termination_grace_seconds > 0 ? SIGTERM : SIGKILL;
   st.killed = sig == SIGKILL;
   int signalled = 0;
+  std::set<std::string> sent;  // the replicas of an MPI gang share one launch
   for (const ReplicaRecord& r : st.replicas) {
-    if (r.exited || r.lost) continue;
+    if (r.exited || r.lost || !sent.insert(r.id).second) continue;
     (void)executor_.signal(ReplicaHandle{r.id, r.dir}, sig);
     // A stopped (SIGSTOP) process acts on SIGTERM only once continued, as Slurm does it.
     if (sig == SIGTERM) (void)executor_.signal(ReplicaHandle{r.id, r.dir}, SIGCONT);
@@ -296,6 +297,7 @@ Status Reconciler::launch(JobObject& job, const std::vector<Placement>& placemen
     l.gpus = st.replicas[i].gpus;
     l.memory_mib = job.spec.resources.memory_mib;
     l.cpu_milli = job.spec.resources.cpu_milli;
+    l.mpi = train && st.replicas.size() > 1;
     gang.push_back(std::move(l));
   }
   auto handles = executor_.launch(gang);
@@ -312,7 +314,8 @@ Status Reconciler::launch(JobObject& job, const std::vector<Placement>& placemen
   std::string ids;
   for (size_t i = 0; i < handles->size(); ++i) {
     st.replicas[i].id = (*handles)[i].id;
-    ids += (ids.empty() ? "" : ", ") + (*handles)[i].id;
+    st.replicas[i].dir = (*handles)[i].dir;
+    if (i == 0 || (*handles)[i].id != (*handles)[i - 1].id) ids += (ids.empty() ? "" : ", ") + (*handles)[i].id;
   }
   st.start_time = now;
   st.next_attempt_time = 0;
