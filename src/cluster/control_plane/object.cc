@@ -26,6 +26,41 @@ bool valid_env_name(const std::string& s) {
   return true;
 }
 
+constexpr const char* kTopologyNames[] = {"none", "nvlink", "leaf", "spine"};
+
+std::optional<Topology> topology_from_name(const std::string& name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == kTopologyNames[i]) return static_cast<Topology>(i);
+  }
+  return std::nullopt;
+}
+
+// resources.gpu: 0, whole devices (1-16) or a share of one (0 < gpu < 1, in thousandths);
+// resources.migSlices: slices of one MIG device.
+void parse_gpus(YamlReader& res, JobResources* r) {
+  if (auto gpu = res.number("gpu", 0, 16)) {
+    if (*gpu > 0 && *gpu < 1) {
+      const double milli = *gpu * kGpuMilli;
+      if (std::abs(milli - std::round(milli)) > 1e-6) {
+        res.fail(res.field("gpu"), "a share of a GPU is in thousandths (0.001 to 0.999)");
+      }
+      r->gpu = 1;
+      r->gpu_milli = static_cast<int>(std::lround(milli));
+    } else if (*gpu != std::floor(*gpu)) {
+      res.fail(res.field("gpu"), "must be a whole number of GPUs, or a share of one below 1");
+    } else {
+      r->gpu = static_cast<int>(*gpu);
+    }
+  }
+  if (auto slices = res.int64("migSlices", 1, 7)) {
+    if (r->gpu > 1 || r->gpu_milli < kGpuMilli) res.fail(res.field("migSlices"), "takes slices of one GPU: set gpu to 1 or leave it out");
+    r->gpu = 1;
+    r->mig_slices = static_cast<int>(*slices);
+  }
+  r->gpu_type = res.str("gpuType");
+  if (!r->gpu_type.empty() && r->gpu == 0) res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
+}
+
 void parse_spec(YamlReader& spec, JobSpec* s) {
   const std::string kind = spec.str("kind", "command");
   bool known_kind = false;
@@ -54,10 +89,15 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   YamlReader res = spec.child("resources");
   if (auto cpu = res.number("cpu", 0.001, 4096)) s->resources.cpu_milli = static_cast<int64_t>(std::llround(*cpu * 1000));
   if (auto mem = res.int64("memoryMiB", 1, int64_t{1} << 30)) s->resources.memory_mib = *mem;
-  if (auto gpu = res.int64("gpu", 0, 16)) s->resources.gpu = static_cast<int>(*gpu);
-  s->resources.gpu_type = res.str("gpuType");
-  if (!s->resources.gpu_type.empty() && s->resources.gpu == 0) {
-    res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
+  parse_gpus(res, &s->resources);
+  const std::string topology = spec.str("topology", "none");
+  if (auto t = topology_from_name(topology)) {
+    s->topology = *t;
+  } else {
+    spec.fail(spec.field("topology"), "must be one of none, nvlink, leaf, spine (got '" + topology + "')");
+  }
+  if (s->topology != Topology::kNone && s->replicas < 2) {
+    spec.fail(spec.field("topology"), "needs replicas >= 2 (a domain the replicas share)");
   }
   s->queue = spec.str("queue");
   s->priority = static_cast<int>(spec.int64("priority", -1000000, 1000000).value_or(0));
@@ -257,10 +297,13 @@ json::value to_json(const JobObject& j) {
   if (!s.recipe.empty()) spec["recipe"] = s.recipe;
   if (!s.args.empty()) spec["args"] = strings_json(s.args);
   spec["replicas"] = s.replicas;
+  if (s.topology != Topology::kNone) spec["topology"] = kTopologyNames[static_cast<int>(s.topology)];
   json::object res;
   res["cpu"] = number(static_cast<double>(s.resources.cpu_milli) / 1000.0);
   res["memoryMiB"] = s.resources.memory_mib;
-  res["gpu"] = s.resources.gpu;
+  res["gpu"] = s.resources.gpu_milli < kGpuMilli ? json::value(s.resources.gpu_milli / double{kGpuMilli})
+                                                  : json::value(s.resources.gpu);
+  if (s.resources.mig_slices > 0) res["migSlices"] = s.resources.mig_slices;
   if (!s.resources.gpu_type.empty()) res["gpuType"] = s.resources.gpu_type;
   spec["resources"] = std::move(res);
   spec["queue"] = s.queue;
@@ -347,8 +390,16 @@ Result<JobObject> job_from_json(const json::value& v) {
   const json::object& res = jobj(spec, "resources");
   s.resources.cpu_milli = static_cast<int64_t>(std::llround(jnum(res, "cpu", 1) * 1000));
   s.resources.memory_mib = static_cast<int64_t>(jnum(res, "memoryMiB", 1024));
-  s.resources.gpu = static_cast<int>(jnum(res, "gpu"));
+  const double gpu = jnum(res, "gpu");
+  if (gpu > 0 && gpu < 1) {
+    s.resources.gpu = 1;
+    s.resources.gpu_milli = static_cast<int>(std::lround(gpu * kGpuMilli));
+  } else {
+    s.resources.gpu = static_cast<int>(gpu);
+  }
+  s.resources.mig_slices = static_cast<int>(jnum(res, "migSlices"));
   s.resources.gpu_type = jstr(res, "gpuType");
+  s.topology = topology_from_name(jstr(spec, "topology")).value_or(Topology::kNone);
   s.queue = jstr(spec, "queue");
   s.priority = static_cast<int>(jnum(spec, "priority"));
   s.preemptible = jbool(spec, "preemptible", true);

@@ -54,10 +54,14 @@ struct RestartPolicy {
   std::vector<int64_t> never_retry_exit_codes;  // fail at once
 };
 
+// GPUs per replica: `gpu` whole devices; or a share of one device (`gpu` 1 with gpu_milli
+// < 1000, written "gpu: 0.25"); or `mig_slices` MIG slices of one device (on MIG nodes only).
 struct JobResources {
   int64_t cpu_milli = 1000;
   int64_t memory_mib = 1024;
   int gpu = 0;
+  int gpu_milli = 1000;
+  int mig_slices = 0;
   std::string gpu_type;  // "" = any
 };
 
@@ -67,6 +71,7 @@ struct JobSpec {
   std::string recipe;                // train, finetune: koi train --config RECIPE
   std::vector<std::string> args;     // extra arguments to koi train / koi eval
   int replicas = 1;                  // a gang: all start or none
+  Topology topology = Topology::kNone;  // a domain all replicas must share (nvlink, leaf, spine)
   JobResources resources;            // per replica
   std::string queue;                 // "" = the tenant's first queue
   int priority = 0;

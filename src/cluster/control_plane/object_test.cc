@@ -37,6 +37,28 @@ TEST(JobManifest, JsonBodiesAreAccepted) {
   EXPECT_EQ(job->spec.command, std::vector<std::string>{"true"});
 }
 
+TEST(JobManifest, GpuSharesSlicesAndTopology) {
+  auto share = parse_job_manifest(manifest("{command: [x], resources: {gpu: 0.25}}"), "alpha");
+  ASSERT_TRUE(share.ok()) << share.status().message();
+  EXPECT_EQ(share->spec.resources.gpu, 1);
+  EXPECT_EQ(share->spec.resources.gpu_milli, 250);
+  auto mig = parse_job_manifest(manifest("{command: [x], resources: {migSlices: 3}}"), "alpha");
+  ASSERT_TRUE(mig.ok()) << mig.status().message();
+  EXPECT_EQ(mig->spec.resources.gpu, 1);
+  EXPECT_EQ(mig->spec.resources.mig_slices, 3);
+  auto gang = parse_job_manifest(manifest("{command: [x], replicas: 4, topology: leaf, resources: {gpu: 2}}"), "alpha");
+  ASSERT_TRUE(gang.ok()) << gang.status().message();
+  EXPECT_EQ(gang->spec.topology, Topology::kLeaf);
+  for (const JobObject* j : {&*share, &*mig, &*gang}) {
+    auto back = job_from_text(job_json_text(*j));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(job_json_text(*back), job_json_text(*j));
+    EXPECT_EQ(back->spec.resources.gpu_milli, j->spec.resources.gpu_milli);
+    EXPECT_EQ(back->spec.resources.mig_slices, j->spec.resources.mig_slices);
+    EXPECT_EQ(back->spec.topology, j->spec.topology);
+  }
+}
+
 TEST(JobManifest, RoundTripsThroughJson) {
   auto job = parse_job_manifest(manifest("{command: [echo, hi], replicas: 3, resources: {gpu: 1}}"), "alpha");
   ASSERT_TRUE(job.ok());
@@ -65,6 +87,12 @@ TEST(JobManifest, MalformedSpecsNameTheField) {
       {manifest("{command: [true], resources: {cpu: 0}}"), "spec.resources.cpu: must be >= 0.001"},
       {manifest("{command: [true], resources: {memoryMiB: 0}}"), "spec.resources.memoryMiB: must be >= 1"},
       {manifest("{command: [true], resources: {gpus: 1}}"), "spec.resources.gpus: unknown field"},
+      {manifest("{command: [true], resources: {gpu: 1.5}}"), "spec.resources.gpu: must be a whole number of GPUs, or a share of one below 1"},
+      {manifest("{command: [true], resources: {gpu: 0.0005}}"), "spec.resources.gpu: a share of a GPU is in thousandths (0.001 to 0.999)"},
+      {manifest("{command: [true], resources: {gpu: 2, migSlices: 3}}"), "spec.resources.migSlices: takes slices of one GPU: set gpu to 1 or leave it out"},
+      {manifest("{command: [true], resources: {migSlices: 8}}"), "spec.resources.migSlices: must be <= 7"},
+      {manifest("{command: [true], replicas: 2, topology: rack}"), "spec.topology: must be one of none, nvlink, leaf, spine (got 'rack')"},
+      {manifest("{command: [true], topology: leaf}"), "spec.topology: needs replicas >= 2 (a domain the replicas share)"},
       {manifest("{command: [true], resources: {gpuType: H100}}"), "spec.resources.gpuType: is set but resources.gpu is 0"},
       {manifest("{command: [true], resources: [1]}"), "spec.resources: must be a map"},
       {manifest("{kind: batch, command: [true]}"), "spec.kind: must be one of train, finetune, eval, command (got 'batch')"},

@@ -336,7 +336,10 @@ Job Reconciler::to_scheduler_job(const JobObject& o, int id) const {
   j.request.cpu_milli = o.spec.resources.cpu_milli;
   j.request.memory_mib = o.spec.resources.memory_mib;
   j.request.gpus = o.spec.resources.gpu;
+  j.request.gpu_milli = o.spec.resources.gpu_milli;
+  j.request.mig_slices = o.spec.resources.mig_slices;
   j.min_replicas = j.max_replicas = o.spec.replicas;
+  j.topology = o.spec.topology;
   j.preemptible = o.spec.preemptible;
   j.submit_time = o.metadata.creation_time;
   j.duration = o.spec.max_runtime_seconds > 0 ? o.spec.max_runtime_seconds : -1;

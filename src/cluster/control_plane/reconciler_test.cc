@@ -143,6 +143,42 @@ TEST_F(ReconcilerTest, GangsStartWholeOrWaitWithTheReason) {
   EXPECT_EQ(reasons("alpha", "three"), (std::vector<std::string>{"Waiting", "Admitted", "Started"}));
 }
 
+TEST_F(ReconcilerTest, GpuSharesAndTopologyReachPlan) {
+  NodeSpec a, b;
+  a.name = "n0", a.gpu_type = "H100", a.gpu_count = 4, a.cpu_milli = 16000, a.memory_mib = 65536, a.leaf_switch = "leaf-1";
+  b = a;
+  b.name = "n1", b.leaf_switch = "leaf-2";
+  QueueSpec qa;
+  qa.name = "qa", qa.tenant = "alpha";
+  cluster_ = make_cluster({a, b}, {qa});
+  Reconciler& r = reconciler();
+  submit("alpha", "wide", "{command: [x], replicas: 2, topology: leaf, resources: {gpu: 3}}", 1);
+  submit("alpha", "half-a", "{command: [x], resources: {gpu: 0.5}}", 2);
+  submit("alpha", "half-b", "{command: [x], resources: {gpu: 0.5}}", 3);
+  ASSERT_TRUE(r.reconcile_once(100).ok());
+  // Two replicas of 3 GPUs fit the cluster (one per node) but not one leaf: it waits.
+  const JobObject wide = get("alpha", "wide");
+  EXPECT_EQ(wide.status.phase, JobPhase::kPending);
+  EXPECT_FALSE(wide.status.reason.empty());
+  EXPECT_FALSE(wide.status.message.empty());
+  // Two halves share one device.
+  const JobObject ha = get("alpha", "half-a"), hb = get("alpha", "half-b");
+  ASSERT_EQ(ha.status.phase, JobPhase::kRunning);
+  ASSERT_EQ(hb.status.phase, JobPhase::kRunning);
+  EXPECT_EQ(ha.status.replicas[0].node, hb.status.replicas[0].node);
+  EXPECT_EQ(ha.status.replicas[0].gpus, hb.status.replicas[0].gpus);
+  ASSERT_EQ(ha.status.replicas[0].gpus.size(), 1u);
+
+  // Once the halves are done, a gang that fits one leaf lands on one node.
+  exec_.exit_all(0);
+  submit("alpha", "narrow", "{command: [x], replicas: 2, topology: leaf, resources: {gpu: 2}}", 4);
+  ASSERT_TRUE(r.reconcile_once(101).ok());
+  const JobObject narrow = get("alpha", "narrow");
+  ASSERT_EQ(narrow.status.phase, JobPhase::kRunning);
+  EXPECT_EQ(narrow.status.replicas[0].node, narrow.status.replicas[1].node);
+  EXPECT_EQ(get("alpha", "wide").status.phase, JobPhase::kPending);
+}
+
 TEST_F(ReconcilerTest, FailuresBackOffExponentiallyThenFailWithTheExitCode) {
   Reconciler& r = reconciler();
   submit("alpha", "flaky", "{command: [x], restartPolicy: {maxRestarts: 2, backoffSeconds: 10}}", 1);
