@@ -15,3 +15,10 @@ add_test(NAME cluster_store_postgres
 set_tests_properties(cluster_store_postgres PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
   LABELS integration TIMEOUT 180)
+# The whole control plane on PostgreSQL: the kill -9 test (no object, event or job lost) with
+# `koi cluster serve --store postgres://...` on a private server.
+add_test(NAME cluster_crash_postgres
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/store_postgres.py ${CMAKE_CURRENT_SOURCE_DIR}/cluster_crash.py)
+set_tests_properties(cluster_crash_postgres PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
+  LABELS integration TIMEOUT 180)

@@ -37,7 +37,8 @@ class ControlPlane:
         self.config = os.path.join(self.root, "cluster.yaml")
         with open(self.config, "w") as f:
             f.write(config_yaml)
-        self.store = "sqlite:" + os.path.join(self.root, "cp.db")
+        # KOI_TEST_STORE_URL: another store (tests/store_postgres.py runs a test on PostgreSQL).
+        self.store = os.environ.get("KOI_TEST_STORE_URL") or "sqlite:" + os.path.join(self.root, "cp.db")
         self.work = os.path.join(self.root, "work")
         self.proc = None
         self.url = None
