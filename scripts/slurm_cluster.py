@@ -78,7 +78,7 @@ class SlurmCluster:
 
     def start(self):
         self.root = tempfile.mkdtemp(prefix="koi-slurm-")
-        for d in ["state", "log", "munge"] + ["spool/" + h for h in self.hosts]:
+        for d in ["state", "log", "munge"] + ["spool/" + h for h in self.hosts] + ["tmp/" + h for h in self.hosts]:
             os.makedirs(os.path.join(self.root, d))
         self._network()
         self._munge()
@@ -133,6 +133,7 @@ SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool/%n
+TmpFS={r}/tmp/%n
 SlurmctldPidFile={r}/slurmctld.pid
 SlurmdPidFile={r}/slurmd-%n.pid
 SlurmctldLogFile={r}/log/slurmctld.log

@@ -53,6 +53,9 @@ class LocalExecutor : public Executor {
 // The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22); -1 if
 // it does not exist or is a zombie.
 int64_t process_start_time(int pid);
+// Bytes of <dir>/log from `offset` (negative: the last bytes), at most max_bytes; "" when
+// there is no log yet. Shared by every executor whose replicas write <dir>/log.
+Result<std::string> read_replica_log(const std::string& dir, int64_t offset, int64_t max_bytes);
 // "exit 3" / "signal 9" as written by the wrapper.
 bool parse_exit_record(const std::string& text, int* code, int* signal);
 

@@ -399,6 +399,13 @@ json::value node_object_json(const NodeSpec& n) {
   if (n.gpu_count > 0) {
     spec["gpus"] = json::object{{"type", n.gpu_type}, {"count", n.gpu_count}, {"memoryMiB", n.gpu_memory_mib}};
   }
+  json::object topology;
+  if (!n.nvlink_domain.empty()) topology["nvlinkDomain"] = n.nvlink_domain;
+  if (!n.leaf_switch.empty()) topology["leafSwitch"] = n.leaf_switch;
+  if (!n.spine.empty()) topology["spine"] = n.spine;
+  if (!topology.empty()) spec["topology"] = std::move(topology);
+  // spec.unschedulable, as a cordoned Kubernetes node: the executor's word for why.
+  if (!n.state.empty()) spec["unschedulable"] = n.state;
   return json::object{{"apiVersion", kApiVersion}, {"kind", "Node"},
                       {"metadata", json::object{{"name", n.name}}}, {"spec", std::move(spec)}};
 }
