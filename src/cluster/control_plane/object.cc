@@ -15,6 +15,15 @@ namespace json = boost::json;
 namespace {
 
 constexpr const char* kKindNames[] = {"train", "finetune", "eval", "command"};
+// By Topology value; the names of the sim's job specs (spec.cc).
+constexpr const char* kTopologyNames[] = {"none", "nvlinkDomain", "leafSwitch", "spine"};
+
+bool topology_from_name(const std::string& name, Topology* out) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == kTopologyNames[i]) return *out = static_cast<Topology>(i), true;
+  }
+  return false;
+}
 constexpr const char* kPhaseNames[] = {"Pending",   "Admitted",  "Running",   "Succeeded",
                                        "Failed",    "Cancelled", "Preempted", "Restarting"};
 
@@ -60,6 +69,10 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
     res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
   }
   s->queue = spec.str("queue");
+  const std::string topology = spec.str("topology", "none");
+  if (!topology_from_name(topology, &s->topology)) {
+    spec.fail(spec.field("topology"), "must be none, nvlinkDomain, leafSwitch or spine");
+  }
   s->priority = static_cast<int>(spec.int64("priority", -1000000, 1000000).value_or(0));
   s->preemptible = spec.boolean("preemptible").value_or(true);
   s->max_runtime_seconds = spec.number("maxRuntimeSeconds", 0, 1e9).value_or(0);
@@ -246,6 +259,7 @@ json::value to_json(const JobObject& j) {
   if (!s.resources.gpu_type.empty()) res["gpuType"] = s.resources.gpu_type;
   spec["resources"] = std::move(res);
   spec["queue"] = s.queue;
+  if (s.topology != Topology::kNone) spec["topology"] = kTopologyNames[static_cast<int>(s.topology)];
   spec["priority"] = s.priority;
   spec["preemptible"] = s.preemptible;
   spec["maxRuntimeSeconds"] = number(s.max_runtime_seconds);
@@ -338,6 +352,9 @@ Result<JobObject> job_from_json(const json::value& v) {
   s.resources.gpu = static_cast<int>(jnum(res, "gpu"));
   s.resources.gpu_type = jstr(res, "gpuType");
   s.queue = jstr(spec, "queue");
+  if (!topology_from_name(jstr(spec, "topology").empty() ? "none" : jstr(spec, "topology"), &s.topology)) {
+    s.topology = Topology::kNone;
+  }
   s.priority = static_cast<int>(jnum(spec, "priority"));
   s.preemptible = jbool(spec, "preemptible", true);
   s.max_runtime_seconds = jnum(spec, "maxRuntimeSeconds");

@@ -71,6 +71,7 @@ struct JobSpec {
   std::string queue;                 // "" = the tenant's first queue
   int priority = 0;
   bool preemptible = true;
+  Topology topology = Topology::kNone;  // spec.topology: the domain all replicas must share
   double max_runtime_seconds = 0;    // 0 = unlimited; the reconciler kills it beyond
   RestartPolicy restart;
   std::string checkpoint_dir;        // "" = <work-dir>/<ns>/<job>/checkpoints

@@ -322,6 +322,7 @@ Job Reconciler::to_scheduler_job(const JobObject& o, int id) const {
   j.request.gpus = o.spec.resources.gpu;
   j.min_replicas = j.max_replicas = o.spec.replicas;
   j.preemptible = o.spec.preemptible;
+  j.topology = o.spec.topology;
   j.submit_time = o.metadata.creation_time;
   j.duration = o.spec.max_runtime_seconds > 0 ? o.spec.max_runtime_seconds : -1;
   if (!o.spec.resources.gpu_type.empty()) j.gpu_types.push_back(cluster_.gpu_type_id(o.spec.resources.gpu_type));
