@@ -56,11 +56,22 @@ class SlurmCluster:
         tag = os.getpid() % 100000
         self.ns = {h: "koi%d-%s" % (tag, h) for h in self.hosts}
         self.bridge = "koibr%d" % tag
-        self.subnet = "10.213.%d" % (os.getpid() % 250 + 1)
+        self.subnet = self._free_subnet(os.getpid() % 250 + 1)
         self.addr = {h: "%s.%d" % (self.subnet, 11 + i) for i, h in enumerate(self.hosts)}
         self.root = None
         self.procs = {}  # name -> Popen (munged, slurmctld, slurmd-hN)
         self.env = None
+
+    @staticmethod
+    def _free_subnet(first):
+        """10.213.X, the first X from `first` on that no interface of this machine uses (two test
+        clusters at once must not share a subnet)."""
+        used = _run("ip", "-4", "-o", "addr", "show").stdout
+        for i in range(250):
+            x = (first + i - 1) % 250 + 1
+            if " 10.213.%d." % x not in used:
+                return "10.213.%d" % x
+        raise RuntimeError("no free 10.213.X/24 subnet for the Slurm test cluster")
 
     # ---- setup ---------------------------------------------------------------------------
 
