@@ -74,7 +74,8 @@ class ControlPlane:
             db = sqlite3.connect(self.store[len("sqlite:"):])
             for (body,) in db.execute("SELECT body FROM cluster_objects WHERE kind = 'Job'"):
                 for r in json.loads(body)["status"].get("replicas", []):
-                    pid, start = (int(x) for x in r["id"].split(":")) if r.get("id") else (0, 0)
+                    # Local replicas ("pid:start"); Slurm's ("job.task") are the Slurm cluster's to end.
+                    pid, start = (int(x) for x in r["id"].split(":")) if ":" in r.get("id", "") else (0, 0)
                     if pid > 0 and start_time(pid) == start:
                         try:
                             os.killpg(pid, signal.SIGKILL)
@@ -183,6 +184,31 @@ def one_tenant_config(cpu=8, memory_mib=16384, gpus=4):
     return (f"nodes:\n  - {{name: node-a, cpu: {cpu}, memoryMiB: {memory_mib}{gpu}}}\n"
             "queues:\n  - {name: alpha-q, tenant: alpha}\n"
             "tenants:\n  - {name: alpha, token: alpha-token}\n")
+
+
+def slurm_config(reconcile_interval=0.2, tenants=("alpha",)):
+    """A control plane config on the Slurm executor (the test cluster of scripts/slurm_cluster.py,
+    partition koi), one unlimited queue per tenant (<tenant>-q, token <tenant>-token)."""
+    queues = "".join("  - {name: %s-q, tenant: %s}\n" % (t, t) for t in tenants)
+    tokens = "".join("  - {name: %s, token: %s-token}\n" % (t, t) for t in tenants)
+    return ("reconcileIntervalSeconds: %g\nexecutor: {type: slurm, partition: koi, commandTimeoutSeconds: 3}\n"
+            "queues:\n%stenants:\n%s" % (reconcile_interval, queues, tokens))
+
+
+def run_slurm_test(body, hosts=3, config=None, min_job_age=300):
+    """Starts a Slurm test cluster and a control plane on its executor, runs body(cp, slurm),
+    always tears both down; prints PASS."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from slurm_cluster import SlurmCluster
+    with SlurmCluster(hosts=hosts, min_job_age=min_job_age) as slurm:
+        os.environ["SLURM_CONF"] = slurm.conf
+        # The replicas' directories must be visible to every host: they are (one machine).
+        cp = ControlPlane(config or slurm_config()).start()
+        try:
+            body(cp, slurm)
+        finally:
+            cp.cleanup()
+    print("PASS")
 
 
 def run_test(config, body):

@@ -67,7 +67,8 @@ void parse_node(Fields& spec, const std::string& name, Specs* out) {
              .memory_mib = spec.require<int64_t>("memoryMiB"),
              .nvlink_domain = topo.get<std::string>("nvlinkDomain", ""),
              .leaf_switch = topo.get<std::string>("leafSwitch", ""),
-             .spine = topo.get<std::string>("spine", "")};
+             .spine = topo.get<std::string>("spine", ""),
+             .state = ""};
   if (n.gpu_count < 0 || n.gpu_count > kMaxGpusPerNode) {
     spec.fail(fmt::format("{}.gpus.count must be 0..{}", spec.where(), kMaxGpusPerNode));
   }

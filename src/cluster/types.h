@@ -50,6 +50,7 @@ struct NodeSpec {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   std::string nvlink_domain, leaf_switch, spine;  // "" when unknown
+  std::string state;  // "" when it takes work; else the executor's word ("down", "drain")
 };
 
 // Quota of one queue for one resource ("cpu", "memory", "gpu" or "gpu/<TYPE>").

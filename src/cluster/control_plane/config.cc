@@ -85,6 +85,14 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
   c.policy = top.str("policy", "koi");
   if (auto p = policy_by_name(c.policy); !p.ok()) top.fail("policy", p.status().message());
   c.reconcile_interval_seconds = top.number("reconcileIntervalSeconds", 0.01, 60).value_or(0.2);
+  YamlReader ex = top.child("executor");
+  c.executor.type = ex.str("type", "local");
+  if (c.executor.type != "local" && c.executor.type != "slurm") ex.fail(ex.field("type"), "must be local or slurm");
+  if (c.executor.type == "slurm") {
+    c.executor.partition = ex.str("partition");
+    c.executor.mpi = ex.str("mpi", "pmix");
+    c.executor.command_timeout_seconds = ex.number("commandTimeoutSeconds", 0.1, 600).value_or(10);
+  }
   std::set<std::string> names;
   for (YamlReader& n : top.children("nodes")) {
     NodeSpec s;
@@ -120,7 +128,13 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
     c.queues.push_back(std::move(s));
   }
   KOI_RETURN_IF_ERROR(top.finish().with_prefix(origin));
-  if (c.nodes.empty()) return Status::invalid_argument(origin + ": nodes: declare at least one node (the local executor's inventory)");
+  const bool slurm = c.executor.type == "slurm";
+  if (slurm && !c.nodes.empty()) {
+    return Status::invalid_argument(origin + ": nodes: the slurm executor takes its nodes from Slurm; remove nodes");
+  }
+  if (!slurm && c.nodes.empty()) {
+    return Status::invalid_argument(origin + ": nodes: declare at least one node (the local executor's inventory)");
+  }
   if (c.queues.empty()) return Status::invalid_argument(origin + ": queues: declare at least one queue");
   return c;
 }

@@ -3,7 +3,14 @@
 //
 //   policy: koi                        # cluster::policy_by_name; default koi
 //   reconcileIntervalSeconds: 0.2      # the reconcile loop's period
-//   nodes:
+//   executor:                          # optional; default {type: local}
+//     type: local                      # local (child processes here) | slurm
+//     partition: gpu                   # slurm: the partition whose nodes Koi schedules;
+//                                      #   default: every node Slurm reports
+//     mpi: pmix                        # slurm: srun --mpi of train/finetune gangs; default pmix
+//     commandTimeoutSeconds: 10        # slurm: the limit of one sinfo/squeue/sbatch call
+//   nodes:                             # the local executor's inventory; with slurm, none:
+//                                      #   Slurm's nodes are the inventory
 //     - {name: n0, cpu: 16, memoryMiB: 65536, gpus: {type: H100, count: 4, memoryMiB: 81920}}
 //   queues:
 //     - name: team-a
@@ -42,8 +49,16 @@ struct TokenEntry {
   Principal principal;
 };
 
+struct ExecutorConfig {
+  std::string type = "local";  // local | slurm
+  std::string partition;       // slurm only
+  std::string mpi = "pmix";    // slurm only
+  double command_timeout_seconds = 10;
+};
+
 struct ControlPlaneConfig {
   std::string policy = "koi";
+  ExecutorConfig executor;
   double reconcile_interval_seconds = 0.2;
   std::vector<NodeSpec> nodes;
   std::vector<QueueSpec> queues;

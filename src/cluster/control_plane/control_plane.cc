@@ -8,6 +8,7 @@
 #include "cluster/control_plane/config.h"
 #include "cluster/control_plane/local_executor.h"
 #include "cluster/control_plane/reconciler.h"
+#include "cluster/control_plane/slurm_executor.h"
 #include "cluster/control_plane/state_store.h"
 #include "net/server.h"
 
@@ -17,13 +18,25 @@ struct ControlPlane::Impl {
   ControlPlaneConfig config;
   metrics::Registry registry;
   std::unique_ptr<StateStore> store;
-  std::unique_ptr<LocalExecutor> executor;
+  std::unique_ptr<Executor> executor;
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<ApiServer> api;
   std::unique_ptr<net::Server> server;
   int port = 0;
   bool stopped = false;
 };
+
+namespace {
+
+Result<std::unique_ptr<Executor>> make_executor(const ExecutorConfig& c, const std::vector<NodeSpec>& nodes,
+                                                const std::string& work_dir, const std::string& koi_binary) {
+  if (c.type == "local") return std::unique_ptr<Executor>(std::make_unique<LocalExecutor>(koi_binary, nodes));
+  SlurmOptions so{c.partition, c.mpi, c.command_timeout_seconds, work_dir, koi_binary};
+  KOI_ASSIGN_OR_RETURN(std::unique_ptr<SlurmExecutor> slurm, SlurmExecutor::create(so));
+  return std::unique_ptr<Executor>(std::move(slurm));
+}
+
+}  // namespace
 
 ControlPlane::ControlPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ControlPlane::~ControlPlane() { stop(); }
@@ -39,10 +52,10 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   const std::string work_dir = std::filesystem::absolute(o.work_dir).string();
   KOI_ASSIGN_OR_RETURN(impl->store, StateStore::open(o.store_url));
   KOI_RETURN_IF_ERROR(impl->store->sync_config(impl->config));
-  impl->executor = std::make_unique<LocalExecutor>(o.koi_binary, impl->config.nodes);
+  KOI_ASSIGN_OR_RETURN(impl->executor, make_executor(impl->config.executor, impl->config.nodes, work_dir, o.koi_binary));
   ReconcilerOptions ro{work_dir, o.koi_binary, policy, impl->config.reconcile_interval_seconds};
   impl->reconciler = std::make_unique<Reconciler>(*impl->store, *impl->executor,
-                                                  make_cluster(impl->config.nodes, impl->config.queues),
+                                                  make_cluster(impl->executor->inventory(), impl->config.queues),
                                                   impl->registry, ro);
   KOI_RETURN_IF_ERROR(impl->reconciler->recover(wall_seconds()));
   KOI_ASSIGN_OR_RETURN(std::vector<TokenEntry> tokens, impl->store->tokens());

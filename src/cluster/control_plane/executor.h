@@ -1,14 +1,17 @@
 // Executor: where the control plane's decisions become running work. The reconciler
 // (reconciler.h) decides; an executor only acts and reports. One implementation per
-// backend, each one file: local.{h,cc} (child processes on this machine, the embedded
-// default); Slurm (sbatch/squeue/scancel) and Kubernetes (a Job/JobSet per Koi job) later.
+// backend, each one file: local_executor.{h,cc} (child processes on this machine, the
+// embedded default), slurm_executor.{h,cc} (one sbatch allocation per attempt); Kubernetes
+// (a Job/JobSet per Koi job) later.
 //
 // A replica is named by a ReplicaHandle whose `id` only the executor understands (local:
-// "pid:starttime"; Slurm would use "jobid.step") and which the reconciler keeps on the job
+// "pid:starttime"; Slurm: "jobid.task") and which the reconciler keeps on the job
 // record in the store, so a restarted control plane can ask about work it did not start.
 //
 // Slots:
-//   inventory()  the nodes this executor offers (local: the declared ones, unchanged)
+//   inventory()  the nodes this executor offers (local: the declared ones, unchanged;
+//                Slurm: what slurmctld reports, read again every second). A node with
+//                NodeSpec::state set (down, drained) takes no new work. Thread-safe.
 //   launch()     starts a whole gang or nothing: on failure every replica it started is
 //                stopped before it returns the error (an infrastructure failure); one
 //                handle per replica, in order (an MPI gang's replicas may share one)
@@ -42,6 +45,7 @@ struct ReplicaLaunch {
   std::map<std::string, std::string> env;  // over the control plane's own
   std::string dir;                          // working directory; created by launch()
   int node = 0;
+  std::string node_name;                    // inventory()[node].name when plan() ran
   std::vector<int> gpus;                    // device ids on that node
   int64_t memory_mib = 0;                   // limits where the executor can enforce them; 0 = none
   int64_t cpu_milli = 0;

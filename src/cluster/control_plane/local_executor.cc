@@ -177,8 +177,8 @@ Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {
   return ok_status();
 }
 
-Result<std::string> LocalExecutor::logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const {
-  const std::string path = path_join(replica.dir, "log");
+Result<std::string> read_replica_log(const std::string& dir, int64_t offset, int64_t max_bytes) {
+  const std::string path = path_join(dir, "log");
   std::ifstream f(path, std::ios::binary);
   if (!f) return std::string();
   f.seekg(0, std::ios::end);
@@ -191,6 +191,10 @@ Result<std::string> LocalExecutor::logs(const ReplicaHandle& replica, int64_t of
   f.read(out.data(), n);
   out.resize(static_cast<size_t>(f.gcount()));
   return out;
+}
+
+Result<std::string> LocalExecutor::logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const {
+  return read_replica_log(replica.dir, offset, max_bytes);
 }
 
 void LocalExecutor::detach() {

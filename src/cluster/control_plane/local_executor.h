@@ -59,5 +59,8 @@ class LocalExecutor : public Executor {
 // The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22); -1 if
 // it does not exist or is a zombie.
 int64_t process_start_time(int pid);
+// Bytes of <dir>/log from `offset` (negative: the last bytes), at most max_bytes; "" when
+// there is no log yet. Shared by every executor whose replicas write <dir>/log.
+Result<std::string> read_replica_log(const std::string& dir, int64_t offset, int64_t max_bytes);
 
 }  // namespace koi::cluster

@@ -26,7 +26,8 @@ bool valid_env_name(const std::string& s) {
   return true;
 }
 
-constexpr const char* kTopologyNames[] = {"none", "nvlink", "leaf", "spine"};
+// By Topology value; the names of the sim's job specs (spec.cc).
+constexpr const char* kTopologyNames[] = {"none", "nvlinkDomain", "leafSwitch", "spine"};
 
 std::optional<Topology> topology_from_name(const std::string& name) {
   for (int i = 0; i < 4; ++i) {
@@ -94,10 +95,7 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   if (auto t = topology_from_name(topology)) {
     s->topology = *t;
   } else {
-    spec.fail(spec.field("topology"), "must be one of none, nvlink, leaf, spine (got '" + topology + "')");
-  }
-  if (s->topology != Topology::kNone && s->replicas < 2) {
-    spec.fail(spec.field("topology"), "needs replicas >= 2 (a domain the replicas share)");
+    spec.fail(spec.field("topology"), "must be one of none, nvlinkDomain, leafSwitch, spine (got '" + topology + "')");
   }
   s->queue = spec.str("queue");
   s->priority = static_cast<int>(spec.int64("priority", -1000000, 1000000).value_or(0));
@@ -464,6 +462,13 @@ json::value node_object_json(const NodeSpec& n) {
   if (n.gpu_count > 0) {
     spec["gpus"] = json::object{{"type", n.gpu_type}, {"count", n.gpu_count}, {"memoryMiB", n.gpu_memory_mib}};
   }
+  json::object topology;
+  if (!n.nvlink_domain.empty()) topology["nvlinkDomain"] = n.nvlink_domain;
+  if (!n.leaf_switch.empty()) topology["leafSwitch"] = n.leaf_switch;
+  if (!n.spine.empty()) topology["spine"] = n.spine;
+  if (!topology.empty()) spec["topology"] = std::move(topology);
+  // spec.unschedulable, as a cordoned Kubernetes node: the executor's word for why.
+  if (!n.state.empty()) spec["unschedulable"] = n.state;
   return json::object{{"apiVersion", kApiVersion}, {"kind", "Node"},
                       {"metadata", json::object{{"name", n.name}}}, {"spec", std::move(spec)}};
 }

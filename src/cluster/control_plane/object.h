@@ -71,7 +71,7 @@ struct JobSpec {
   std::string recipe;                // train, finetune: koi train --config RECIPE
   std::vector<std::string> args;     // extra arguments to koi train / koi eval
   int replicas = 1;                  // a gang: all start or none
-  Topology topology = Topology::kNone;  // a domain all replicas must share (nvlink, leaf, spine)
+  Topology topology = Topology::kNone;  // a domain all replicas must share (nvlinkDomain, leafSwitch, spine)
   JobResources resources;            // per replica
   std::string queue;                 // "" = the tenant's first queue
   int priority = 0;

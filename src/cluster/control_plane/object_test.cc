@@ -46,7 +46,7 @@ TEST(JobManifest, GpuSharesSlicesAndTopology) {
   ASSERT_TRUE(mig.ok()) << mig.status().message();
   EXPECT_EQ(mig->spec.resources.gpu, 1);
   EXPECT_EQ(mig->spec.resources.mig_slices, 3);
-  auto gang = parse_job_manifest(manifest("{command: [x], replicas: 4, topology: leaf, resources: {gpu: 2}}"), "alpha");
+  auto gang = parse_job_manifest(manifest("{command: [x], replicas: 4, topology: leafSwitch, resources: {gpu: 2}}"), "alpha");
   ASSERT_TRUE(gang.ok()) << gang.status().message();
   EXPECT_EQ(gang->spec.topology, Topology::kLeaf);
   for (const JobObject* j : {&*share, &*mig, &*gang}) {
@@ -91,8 +91,7 @@ TEST(JobManifest, MalformedSpecsNameTheField) {
       {manifest("{command: [true], resources: {gpu: 0.0005}}"), "spec.resources.gpu: a share of a GPU is in thousandths (0.001 to 0.999)"},
       {manifest("{command: [true], resources: {gpu: 2, migSlices: 3}}"), "spec.resources.migSlices: takes slices of one GPU: set gpu to 1 or leave it out"},
       {manifest("{command: [true], resources: {migSlices: 8}}"), "spec.resources.migSlices: must be <= 7"},
-      {manifest("{command: [true], replicas: 2, topology: rack}"), "spec.topology: must be one of none, nvlink, leaf, spine (got 'rack')"},
-      {manifest("{command: [true], topology: leaf}"), "spec.topology: needs replicas >= 2 (a domain the replicas share)"},
+      {manifest("{command: [true], replicas: 2, topology: rack}"), "spec.topology: must be one of none, nvlinkDomain, leafSwitch, spine (got 'rack')"},
       {manifest("{command: [true], resources: {gpuType: H100}}"), "spec.resources.gpuType: is set but resources.gpu is 0"},
       {manifest("{command: [true], resources: [1]}"), "spec.resources: must be a map"},
       {manifest("{kind: batch, command: [true]}"), "spec.kind: must be one of train, finetune, eval, command (got 'batch')"},

@@ -294,10 +294,11 @@ Status Reconciler::launch(JobObject& job, const std::vector<Placement>& placemen
     l.env["KOI_CHECKPOINT_DIR"] = checkpoint_dir(job);
     l.dir = st.replicas[i].dir;
     l.node = st.replicas[i].node;
+    l.node_name = cluster_.nodes[l.node].name;
     l.gpus = st.replicas[i].gpus;
     l.memory_mib = job.spec.resources.memory_mib;
     l.cpu_milli = job.spec.resources.cpu_milli;
-    l.mpi = train && st.replicas.size() > 1;
+    l.mpi = train;
     gang.push_back(std::move(l));
   }
   auto handles = executor_.launch(gang);
@@ -521,12 +522,43 @@ void Reconciler::set_queue(const QueueSpec& queue) {
   wake();
 }
 
+namespace {
+
+// What plan() may use of the executor's inventory: a node the executor reports down or
+// drained keeps its place (replica records name nodes by index) but offers nothing.
+std::vector<NodeSpec> schedulable_nodes(std::vector<NodeSpec> nodes) {
+  for (NodeSpec& n : nodes) {
+    if (n.state.empty()) continue;
+    n.cpu_milli = 0, n.memory_mib = 0, n.gpu_count = 0;
+  }
+  return nodes;
+}
+
+}  // namespace
+
+void Reconciler::refresh_inventory() {
+  std::vector<NodeSpec> nodes = schedulable_nodes(executor_.inventory());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;
+  const auto same = [](const NodeSpec& a, const NodeSpec& b) {
+    return a.name == b.name && a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib &&
+           a.gpu_count == b.gpu_count && a.gpu_type == b.gpu_type && a.state == b.state &&
+           a.leaf_switch == b.leaf_switch && a.spine == b.spine && a.nvlink_domain == b.nvlink_domain;
+  };
+  if (nodes.size() == cluster_.nodes.size() && std::equal(nodes.begin(), nodes.end(), cluster_.nodes.begin(), same)) return;
+  for (const NodeSpec& n : nodes) {
+    auto old = std::find_if(cluster_.nodes.begin(), cluster_.nodes.end(), [&](const NodeSpec& o) { return o.name == n.name; });
+    if (old != cluster_.nodes.end() && old->state != n.state) {
+      log::info("node {}: {}", n.name, n.state.empty() ? "takes work again" : n.state);
+    }
+  }
+  cluster_ = make_cluster(std::move(nodes), cluster_.queues);
+  published_ = std::make_shared<const Cluster>(cluster_);
+}
+
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;
-  }
+  refresh_inventory();
   KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, store_.list_jobs("", true));
 
   // Watch running work; stop what must stop; heal what stopped.

@@ -11,6 +11,9 @@
 //      own at what they freed (docs/cluster.md); Admit records the placement (Admitted) and
 //      launches the gang through the executor (Running);
 //   6. writes plan()'s explanation into every waiting job's status (reason, message).
+// Each round starts from the executor's inventory (Executor::inventory()): a node it reports
+// down or drained keeps its index but offers nothing to plan(), so work waits or goes
+// elsewhere; a node back takes work again.
 // Healing rules (the budget is status.restarts against spec.restartPolicy.maxRestarts, kept
 // on the job record, so it survives a control-plane restart):
 //   all replicas exit 0                 -> Succeeded
@@ -131,6 +134,9 @@ class Reconciler {
   ClusterState schedule(std::vector<JobObject>& jobs, double now, const std::set<std::string>& waiting,
                         bool only_waiting);
   void loop();
+  // Takes the executor's inventory (node states: down, drained, back) into cluster_ and
+  // publishes it when it changed; applies a pending queue update first.
+  void refresh_inventory();
 
   StateStore& store_;
   Executor& executor_;

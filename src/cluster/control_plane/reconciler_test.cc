@@ -16,7 +16,7 @@ namespace {
 class FakeExecutor : public Executor {
  public:
   std::string name() const override { return "fake"; }
-  std::vector<NodeSpec> inventory() const override { return {}; }
+  std::vector<NodeSpec> inventory() const override { return nodes; }
   Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) override {
     if (fail_launch) return Status::unavailable("no slots");
     std::vector<ReplicaHandle> out;
@@ -57,6 +57,7 @@ class FakeExecutor : public Executor {
     return n;
   }
 
+  std::vector<NodeSpec> nodes;  // what it reports each round (the fixture's cluster)
   std::vector<ReplicaLaunch> launched;
   std::map<std::string, ReplicaStatus> states;
   std::vector<std::string> signals;
@@ -86,6 +87,7 @@ class ReconcilerTest : public ::testing::Test {
     remove_all(dir_);
   }
   Reconciler& reconciler(const std::string& policy = "priority") {
+    exec_.nodes = cluster_.nodes;
     reconciler_ = std::make_unique<Reconciler>(*store_, exec_, cluster_, registry_,
                                                ReconcilerOptions{dir_ + "/work", "/bin/koi", *policy_by_name(policy), 0.1});
     return *reconciler_;
@@ -152,7 +154,7 @@ TEST_F(ReconcilerTest, GpuSharesAndTopologyReachPlan) {
   qa.name = "qa", qa.tenant = "alpha";
   cluster_ = make_cluster({a, b}, {qa});
   Reconciler& r = reconciler();
-  submit("alpha", "wide", "{command: [x], replicas: 2, topology: leaf, resources: {gpu: 3}}", 1);
+  submit("alpha", "wide", "{command: [x], replicas: 2, topology: leafSwitch, resources: {gpu: 3}}", 1);
   submit("alpha", "half-a", "{command: [x], resources: {gpu: 0.5}}", 2);
   submit("alpha", "half-b", "{command: [x], resources: {gpu: 0.5}}", 3);
   ASSERT_TRUE(r.reconcile_once(100).ok());
@@ -171,7 +173,7 @@ TEST_F(ReconcilerTest, GpuSharesAndTopologyReachPlan) {
 
   // Once the halves are done, a gang that fits one leaf lands on one node.
   exec_.exit_all(0);
-  submit("alpha", "narrow", "{command: [x], replicas: 2, topology: leaf, resources: {gpu: 2}}", 4);
+  submit("alpha", "narrow", "{command: [x], replicas: 2, topology: leafSwitch, resources: {gpu: 2}}", 4);
   ASSERT_TRUE(r.reconcile_once(101).ok());
   const JobObject narrow = get("alpha", "narrow");
   ASSERT_EQ(narrow.status.phase, JobPhase::kRunning);
@@ -437,6 +439,7 @@ void ReconcilerTest::live_agrees_with_simulator(uint64_t seed) {
   ASSERT_TRUE(sim.ok()) << sim.status().message();
   ASSERT_GT(sim->preemptions, 0);  // the case exercises preemption
 
+  exec_.nodes = cluster_.nodes;
   reconciler_ = std::make_unique<Reconciler>(*store_, exec_, cluster_, registry_,
                                              ReconcilerOptions{dir_ + "/work", "/bin/koi", policy, 0.1});
   exec_.exit_on_signal = true;
