@@ -78,6 +78,7 @@ void BM_Plan(benchmark::State& state, const char* policy_name, int max_nodes_sco
 
 BENCHMARK_CAPTURE(BM_Plan, fifo, "fifo", 0)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(BM_Plan, best_fit, "best-fit", 0)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(BM_Plan, fgd_all_nodes, "fgd", 0)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(BM_Plan, koi_fgd_all_nodes, "koi", 0)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(BM_Plan, koi_fgd_500_nodes, "koi", 500)->Unit(benchmark::kMillisecond)->Iterations(1);
 

@@ -1,6 +1,7 @@
 #include "cluster/placement.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace koi::cluster {
 
@@ -89,6 +90,124 @@ double node_fragmentation(const Cluster& cluster, int node, const NodeFree& free
 
 namespace {
 
+bool same_free(const NodeFree& a, const NodeFree& b) {
+  return a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib && a.gpu == b.gpu;
+}
+
+}  // namespace
+
+FragmentationCache::FragmentationCache(const Cluster& cluster, const std::vector<WorkloadClass>& workload)
+    : cluster_(cluster),
+      workload_(workload),
+      classes_(workload.size()),
+      free_(cluster.nodes.size()),
+      version_(cluster.nodes.size(), 0),
+      free_total_(cluster.nodes.size(), 0),
+      value_(cluster.nodes.size(), 0),
+      units_(cluster.nodes.size() * workload.size(), -1),
+      usable_(cluster.nodes.size() * workload.size(), 0),
+      stranded_(cluster.nodes.size() * workload.size(), 0),
+      terms_(workload.size()) {}
+
+void FragmentationCache::refresh(int node, const NodeFree& free) {
+  if (version_[node] != 0 && same_free(free_[node], free)) return;
+  ++version_[node];
+  free_[node] = free;
+  const int gpu_count = cluster_.nodes[node].gpu_count;
+  int64_t free_total = 0;
+  for (int g = 0; g < gpu_count; ++g) free_total += free.gpu[g];
+  free_total_[node] = free_total;
+  const size_t base = static_cast<size_t>(node) * classes_;
+  for (size_t c = 0; c < classes_; ++c) {
+    const Request& r = workload_[c].request;
+    int units = -1, usable = 0;
+    int64_t stranded = 0;
+    if (r.gpus != 0) units = units_per_device(cluster_, node, r);
+    if (units >= 0) {
+      for (int g = 0; g < gpu_count; ++g) {
+        if (free.gpu[g] >= units) {
+          ++usable;
+        } else {
+          stranded += free.gpu[g];
+        }
+      }
+    }
+    units_[base + c] = units, usable_[base + c] = usable, stranded_[base + c] = stranded;
+    // The term node_fragmentation() adds for this class.
+    if (units < 0) {
+      terms_[c] = -1;
+    } else if (free.cpu_milli < r.cpu_milli || free.memory_mib < r.memory_mib) {
+      terms_[c] = free_total;
+    } else {
+      terms_[c] = usable < r.gpus ? free_total : stranded;
+    }
+  }
+  value_[node] = free_total == 0 ? 0 : total(node);
+}
+
+double FragmentationCache::total(int node) const {
+  double frag = 0;
+  for (size_t c = 0; c < classes_; ++c) {
+    if (terms_[c] >= 0) frag += workload_[c].weight * static_cast<double>(terms_[c]);
+  }
+  return frag * kGpuMilli / cluster_.node_capacity[node];
+}
+
+double FragmentationCache::before(int node, const NodeFree& free) {
+  refresh(node, free);
+  return value_[node];
+}
+
+int FragmentationCache::shape_id(const Request& r) {
+  if (last_shape_ >= 0 && shapes_[last_shape_] == r) return last_shape_;
+  auto it = std::find(shapes_.begin(), shapes_.end(), r);
+  if (it == shapes_.end()) {
+    it = shapes_.insert(shapes_.end(), r);
+    memo_.emplace_back(cluster_.nodes.size());
+  }
+  last_shape_ = static_cast<int>(it - shapes_.begin());
+  return last_shape_;
+}
+
+double FragmentationCache::after(int node, const NodeFree& free, const Placement& p, const Request& r) {
+  refresh(node, free);
+  Memo& m = memo_[shape_id(r)][node];
+  if (m.version != version_[node]) m = {compute_after(node, free, p, r), version_[node]};
+  return m.value;
+}
+
+double FragmentationCache::compute_after(int node, const NodeFree& free, const Placement& p, const Request& r) {
+  const int64_t taken = static_cast<int64_t>(std::popcount(p.gpu_mask)) * p.units;
+  const int64_t free_total = free_total_[node] - taken;
+  if (free_total == 0) return 0;
+  const int64_t cpu = free.cpu_milli - r.cpu_milli, memory = free.memory_mib - r.memory_mib;
+  const size_t base = static_cast<size_t>(node) * classes_;
+  for (size_t c = 0; c < classes_; ++c) {
+    const Request& w = workload_[c].request;
+    const int units = units_[base + c];
+    if (units < 0) {
+      terms_[c] = -1;
+      continue;
+    }
+    if (cpu < w.cpu_milli || memory < w.memory_mib) {
+      terms_[c] = free_total;
+      continue;
+    }
+    int usable = usable_[base + c];
+    int64_t stranded = stranded_[base + c];
+    for (uint32_t mask = p.gpu_mask; mask != 0; mask &= mask - 1) {
+      const int g = std::countr_zero(mask);
+      const int64_t was = free.gpu[g], now = was - p.units;
+      if (was >= units) --usable; else stranded -= was;
+      if (now >= units) ++usable; else stranded += now;
+    }
+    terms_[c] = usable < w.gpus ? free_total : stranded;
+  }
+  return total(node);
+}
+
+namespace {
+
 // Fraction of the node left free after the placement (GPU and CPU); smaller is a tighter fit.
 double leftover(const Cluster& cluster, int node, const NodeFree& after) {
   const NodeSpec& spec = cluster.nodes[node];
@@ -119,8 +238,12 @@ bool score_node(const Cluster& cluster, int node, const NodeFree& free, const Re
   out->tie = leftover(cluster, node, after);
   out->score = out->tie;
   if (options.fit == Fit::kFgd && options.workload && !options.workload->empty()) {
-    out->score = node_fragmentation(cluster, node, after, *options.workload) -
-                 node_fragmentation(cluster, node, free, *options.workload);
+    if (options.fgd_cache) {
+      out->score = options.fgd_cache->after(node, free, *p, r) - options.fgd_cache->before(node, free);
+    } else {
+      out->score = node_fragmentation(cluster, node, after, *options.workload) -
+                   node_fragmentation(cluster, node, free, *options.workload);
+    }
   }
   return true;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -162,6 +163,10 @@ class Planner {
     options_.fit = policy.fit;
     options_.workload = &workload_;
     options_.max_nodes_scored = policy.max_nodes_scored;
+    if (policy.fit == Fit::kFgd) {
+      fgd_cache_ = std::make_unique<FragmentationCache>(c_, workload_);
+      options_.fgd_cache = fgd_cache_.get();
+    }
   }
 
   Plan run() {
@@ -536,6 +541,7 @@ class Planner {
   std::vector<int> kept_;  // replicas each running job keeps after this round's preemptions
   std::vector<char> excluded_;
   std::vector<WorkloadClass> workload_;
+  std::unique_ptr<FragmentationCache> fgd_cache_;
   PlaceOptions options_;
   std::map<std::pair<FailKey, bool>, Explanation> failed_;
   std::vector<std::pair<const Job*, std::vector<Placement>>> admitted_;

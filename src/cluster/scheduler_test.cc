@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/random.h"
+#include "cluster/placement.h"
 #include "cluster/simulator.h"
 
 namespace koi::cluster {
@@ -188,6 +190,42 @@ TEST(ClusterScheduler, BackfillNeverDelaysHeadJob) {
   o.policy = policy("fifo");
   ASSERT_TRUE(simulate(c, jobs, o).ok());
   EXPECT_EQ(starts, (std::vector<std::string>{"j0@0", "j1@10", "j2@20", "j3@20"}));
+}
+
+// The cache's scores equal node_fragmentation() bit for bit on random states, plain, MIG and
+// shared requests alike, and stay equal as the states change under it.
+TEST(FragmentationCache, EqualsTheDirectSumOnRandomStates) {
+  NodeSpec mig = gpu_node("mig", 4);
+  mig.mig_slices = 7;
+  Cluster c = make_cluster({gpu_node("n0", 8), gpu_node("n1", 2), mig}, {});
+  std::vector<WorkloadClass> workload;
+  for (int gpus : {1, 2, 4}) workload.push_back({Request{4000, 8192, gpus}, 0.2});
+  workload.push_back({Request{1000, 2048, 1, 250}, 0.15});
+  workload.push_back({Request{1000, 2048, 1, 500}, 0.15});
+  workload.push_back({Request{2000, 4096, 1, kGpuMilli, 3}, 0.1});
+  workload.push_back({Request{1000, 1024, 0}, 0.1});  // CPU-only: strands nothing
+  FragmentationCache cache(c, workload);
+  Rng rng(3);
+  int compared = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const int node = static_cast<int>(rng.below(3));
+    NodeFree free = c.capacity(node);
+    for (int g = 0; g < c.nodes[node].gpu_count; ++g) {
+      free.gpu[g] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.node_capacity[node]) + 1));
+    }
+    free.cpu_milli = static_cast<int64_t>(rng.below(8000));
+    free.memory_mib = static_cast<int64_t>(rng.below(16384));
+    ASSERT_EQ(cache.before(node, free), node_fragmentation(c, node, free, workload));
+    const Request& r = workload[rng.below(workload.size())].request;
+    std::optional<Placement> p = fit_on_node(c, node, free, r);
+    if (!p) continue;
+    NodeFree after = free;
+    apply_placement(after, *p, r, -1);
+    ASSERT_EQ(cache.after(node, free, *p, r), node_fragmentation(c, node, after, workload)) << "round " << round;
+    ASSERT_EQ(cache.after(node, free, *p, r), node_fragmentation(c, node, after, workload));  // remembered
+    ++compared;
+  }
+  EXPECT_GT(compared, 500);
 }
 
 TEST(ClusterScheduler, FractionalGpuPackingAvoidsFragmentation) {
