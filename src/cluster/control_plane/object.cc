@@ -52,13 +52,7 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   }
   s->replicas = static_cast<int>(spec.int64("replicas", 1, 64).value_or(1));
   YamlReader res = spec.child("resources");
-  if (auto cpu = res.number("cpu", 0.001, 4096)) s->resources.cpu_milli = static_cast<int64_t>(std::llround(*cpu * 1000));
-  if (auto mem = res.int64("memoryMiB", 1, int64_t{1} << 30)) s->resources.memory_mib = *mem;
-  if (auto gpu = res.int64("gpu", 0, 16)) s->resources.gpu = static_cast<int>(*gpu);
-  s->resources.gpu_type = res.str("gpuType");
-  if (!s->resources.gpu_type.empty() && s->resources.gpu == 0) {
-    res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
-  }
+  parse_job_resources(res, &s->resources);
   s->queue = spec.str("queue");
   s->priority = static_cast<int>(spec.int64("priority", -1000000, 1000000).value_or(0));
   s->preemptible = spec.boolean("preemptible").value_or(true);
@@ -162,6 +156,23 @@ std::map<std::string, std::string> map_of(const json::object& o) {
 
 }  // namespace
 
+void parse_job_resources(YamlReader& res, JobResources* r) {
+  if (auto cpu = res.number("cpu", 0.001, 4096)) r->cpu_milli = static_cast<int64_t>(std::llround(*cpu * 1000));
+  if (auto mem = res.int64("memoryMiB", 1, int64_t{1} << 30)) r->memory_mib = *mem;
+  if (auto gpu = res.int64("gpu", 0, 16)) r->gpu = static_cast<int>(*gpu);
+  r->gpu_type = res.str("gpuType");
+  if (!r->gpu_type.empty() && r->gpu == 0) res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
+}
+
+json::object job_resources_json(const JobResources& r) {
+  json::object res;
+  res["cpu"] = number(static_cast<double>(r.cpu_milli) / 1000.0);
+  res["memoryMiB"] = r.memory_mib;
+  res["gpu"] = r.gpu;
+  if (!r.gpu_type.empty()) res["gpuType"] = r.gpu_type;
+  return res;
+}
+
 std::string_view job_kind_name(JobKind kind) { return kKindNames[static_cast<int>(kind)]; }
 std::string_view phase_name(JobPhase phase) { return kPhaseNames[static_cast<int>(phase)]; }
 std::optional<JobPhase> phase_from_name(std::string_view name) {
@@ -257,12 +268,7 @@ json::value to_json(const JobObject& j) {
   if (!s.recipe.empty()) spec["recipe"] = s.recipe;
   if (!s.args.empty()) spec["args"] = strings_json(s.args);
   spec["replicas"] = s.replicas;
-  json::object res;
-  res["cpu"] = number(static_cast<double>(s.resources.cpu_milli) / 1000.0);
-  res["memoryMiB"] = s.resources.memory_mib;
-  res["gpu"] = s.resources.gpu;
-  if (!s.resources.gpu_type.empty()) res["gpuType"] = s.resources.gpu_type;
-  spec["resources"] = std::move(res);
+  spec["resources"] = job_resources_json(s.resources);
   spec["queue"] = s.queue;
   spec["priority"] = s.priority;
   spec["preemptible"] = s.preemptible;
