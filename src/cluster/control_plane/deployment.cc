@@ -134,6 +134,10 @@ Status write_deployment(StateStore& store, const DeploymentObject& d, const std:
   const std::string before = json::serialize(old->body["spec"]);
   old->metadata.labels = d.metadata.labels;
   old->body["spec"] = d.spec_json;
+  // A changed spec is a new intent: versions rolled back from may be rolled out again.
+  if (json::value* st = old->body.if_contains("status"); st && st->is_object() && before != json::serialize(d.spec_json)) {
+    st->as_object().erase("rolledBackFrom");
+  }
   e.reason = "Applied";
   e.message = before == json::serialize(d.spec_json) ? "applied unchanged by " + by
                                                      : fmt::format("spec changed by {} (model {})", by, d.spec.model);

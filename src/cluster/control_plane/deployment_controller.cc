@@ -48,7 +48,8 @@ struct DeploymentStatus {
   int version = 0, previous = 0;
   std::string artifact, previous_artifact;
   std::optional<RolloutState> rollout;
-  int rolled_back_from = 0;
+  std::vector<int> rolled_back;  // versions rolled back from: not rolled out again by themselves
+  bool was_rolled_back(int v) const { return std::find(rolled_back.begin(), rolled_back.end(), v) != rolled_back.end(); }
   json::object last_rollback;
   std::vector<ServeReplica> replicas;
   int desired = 0;
@@ -108,7 +109,9 @@ DeploymentStatus status_from_json(const json::object& s) {
     rs.cause = jstr(r, "cause"), rs.reason = jstr(r, "reason"), rs.message = jstr(r, "message");
     if (!rs.steps.empty()) d.rollout = rs;
   }
-  d.rolled_back_from = jint(s, "rolledBackFrom");
+  for (const json::value& x : jarr(s, "rolledBackFrom")) {
+    if (x.is_number()) d.rolled_back.push_back(x.to_number<int>());
+  }
   d.last_rollback = jobj(s, "lastRollback");
   for (const json::value& x : jarr(s, "replicas")) {
     if (!x.is_object()) continue;
@@ -151,7 +154,11 @@ json::object status_json(const DeploymentStatus& d) {
                                 {"weightSince", r.weight_since}, {"startTime", r.started}, {"cause", r.cause},
                                 {"reason", r.reason}, {"message", r.message}};
   }
-  if (d.rolled_back_from) s["rolledBackFrom"] = d.rolled_back_from;
+  if (!d.rolled_back.empty()) {
+    json::array a;
+    for (int v : d.rolled_back) a.emplace_back(v);
+    s["rolledBackFrom"] = std::move(a);
+  }
   if (!d.last_rollback.empty()) s["lastRollback"] = d.last_rollback;
   if (d.rollback_requested) s["rollbackRequested"] = true;
   json::object weights;
@@ -564,14 +571,13 @@ Status DeploymentController::roll(Work& w) {
       st.rollout->reason = "RollbackRequested";
       st.rollout->message = "rollback requested";
     } else if (st.previous > 0) {
-      st.rolled_back_from = st.version;
+      if (!st.was_rolled_back(st.version)) st.rolled_back.push_back(st.version);
       begin(st.previous, st.previous_artifact, {100}, "RollbackRequested");
       return ok_status();
     }
   }
   if (!st.rollout) {
-    if (w.resolved && w.resolved->version != st.version && w.resolved->version != st.rolled_back_from) {
-      st.rolled_back_from = 0;
+    if (w.resolved && w.resolved->version != st.version && !st.was_rolled_back(w.resolved->version)) {
       begin(w.resolved->version, w.resolved->artifact.path, w.spec.rollout.canary_steps,
             w.spec.ref.alias.empty() ? "SpecChanged" : "AliasMoved (" + w.spec.ref.alias + ")");
     }
@@ -652,7 +658,7 @@ Status DeploymentController::roll(Work& w) {
                                       {"time", rfc3339(w.now)},
                                       {"requests", win.requests},
                                       {"errors", win.errors}};
-      if (!superseded && ro.cause != "RollbackRequested") st.rolled_back_from = ro.to;
+      if (!superseded && ro.cause != "RollbackRequested" && !st.was_rolled_back(ro.to)) st.rolled_back.push_back(ro.to);
       w.event("RolledBack",
               fmt::format("{} -> {}: {}{}", vname(ro.to), vname(ro.from), slo_name.empty() ? "" : slo_name + " broken: ",
                           d.message),
@@ -750,7 +756,7 @@ void DeploymentController::finish_status(Work& w) {
   for (const ServeReplica& r : st.replicas) {
     if (!r.draining && !r.waiting.empty()) waits += fmt::format("; replica {} waits: {}", r.job, r.waiting);
   }
-  const bool rolled_back = st.rolled_back_from != 0 && w.resolved && w.resolved->version == st.rolled_back_from;
+  const bool rolled_back = w.resolved && w.resolved->version != st.version && st.was_rolled_back(w.resolved->version);
   if (w.deleting) {
     st.phase = "Progressing", st.reason = "Deleting";
     st.message = fmt::format("draining {} replica(s) before the deployment goes", st.replicas.size());
@@ -764,12 +770,13 @@ void DeploymentController::finish_status(Work& w) {
     st.phase = "Failed", st.reason = "ModelNotFound", st.message = w.resolve_error;
   } else if (rolled_back && w.draining() > 0) {
     st.phase = "RollingBack", st.reason = "RolledBack";
-    st.message = fmt::format("back on {}; stopping the replicas of {}", vname(st.version), vname(st.rolled_back_from));
+    st.message = fmt::format("back on {}; stopping the replicas of {}", vname(st.version), vname(w.resolved->version));
   } else if (ready >= st.desired && st.desired > 0) {
     st.phase = rolled_back ? "Degraded" : "Available";
     st.reason = rolled_back ? "RolledBack" : "Ready";
-    st.message = rolled_back ? fmt::format("{} was rolled back ({}); serving {}: move the alias or name another version",
-                                           vname(st.rolled_back_from), jstr(st.last_rollback, "message"), vname(st.version))
+    st.message = rolled_back ? fmt::format("{} was rolled back ({}); serving {}: move the alias, or apply the deployment "
+                                           "again to retry it", vname(w.resolved->version),
+                                           jstr(st.last_rollback, "message"), vname(st.version))
                              : fmt::format("{} ready replica(s) of {} on route {}", ready, vname(st.version), w.spec.route);
   } else {
     const bool ever = std::any_of(st.conditions.begin(), st.conditions.end(),
