@@ -19,7 +19,21 @@ from cluster_harness import ControlPlane, KOI, SHARED, check, fail
 ADMIN_KEY = "admin-key-0123456789"
 TOKEN = "alpha-token-1234"
 NPM_DIR = os.environ.get("KOI_NPM_CACHE", os.path.join(os.environ.get("HOME", "/root"), ".cache/koi-npm"))
+OPENAI_PIN = "7.59.0"  # as tests/serve_npm.sh
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ensure_openai():
+    """The pinned openai package in $KOI_NPM_CACHE, installed when missing (as serve_npm.sh does)."""
+    try:
+        with open(os.path.join(NPM_DIR, "node_modules", "openai", "package.json")) as f:
+            if json.load(f)["version"] == OPENAI_PIN:
+                return
+    except (OSError, ValueError, KeyError):
+        pass
+    os.makedirs(NPM_DIR, exist_ok=True)
+    subprocess.run(["npm", "i", "--prefix", NPM_DIR, "--no-audit", "--no-fund", "openai@" + OPENAI_PIN], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def ok(message):
@@ -82,6 +96,7 @@ class Env:
     same weights exported with a 4-token context, so every real request is refused)."""
 
     def __init__(self, cpu_quota=8):
+        ensure_openai()
         self.root = tempfile.mkdtemp(prefix="koi-deploy-test-")
         self.gateway = Gateway(self.root)
         self.cp = ControlPlane(control_plane_config(self.gateway, cpu_quota), root=self.root).start()

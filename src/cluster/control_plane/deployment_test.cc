@@ -1,0 +1,74 @@
+#include "cluster/control_plane/deployment.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+namespace koi::cluster {
+namespace {
+
+std::string manifest(const std::string& spec) {
+  return "apiVersion: koi/v1\nkind: Deployment\nmetadata: {name: fortunes}\nspec:\n" + spec;
+}
+
+std::string error_of(const std::string& spec) {
+  auto d = parse_deployment_manifest(manifest(spec), "alpha");
+  return d.ok() ? "ok" : d.status().message();
+}
+
+TEST(DeploymentTest, ParsesAFullManifestAndItsDefaults) {
+  auto d = parse_deployment_manifest(manifest(R"(  model: fortunes@production
+  replicas: {min: 1, max: 3}
+  resources: {cpu: 2, memoryMiB: 2048}
+  queue: serving
+  priority: 100
+  serveArgs: [--max-num-seqs, "4"]
+  rollout: {canarySteps: [5, 25, 100], stepSeconds: 10}
+  slo: {maxErrorRate: 0.01, p99TtftMs: 250}
+  autoscale: {metric: kvCacheUsage, target: 0.7, scaleDownDelaySeconds: 120}
+)"),
+                                     "alpha");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->metadata.ns, "alpha");
+  EXPECT_EQ(d->spec.route, "fortunes");  // metadata.name
+  EXPECT_EQ(d->spec.ref.model, "fortunes");
+  EXPECT_EQ(d->spec.ref.alias, "production");
+  EXPECT_EQ(d->spec.max_replicas, 3);
+  EXPECT_EQ(d->spec.resources.cpu_milli, 2000);
+  EXPECT_EQ(d->spec.rollout.canary_steps, (std::vector<int>{5, 25, 100}));
+  EXPECT_EQ(d->spec.rollout.ready_timeout_seconds, 120);
+  EXPECT_EQ(d->spec.slo.min_requests, 20);
+  EXPECT_TRUE(d->spec.autoscale.enabled);
+  EXPECT_EQ(d->spec.autoscale.metric, AutoscaleMetric::kKvCacheUsage);
+  // The stored spec reads back to the same thing.
+  auto again = deployment_spec_from_json(d->spec_json);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(boost::json::serialize(deployment_spec_json(*again)), boost::json::serialize(d->spec_json));
+}
+
+TEST(DeploymentTest, BadFieldsAreNamedByPath) {
+  EXPECT_EQ(error_of("  route: x\n"), "spec.model: is required (MODEL@ALIAS, MODEL@VERSION or MODEL)");
+  EXPECT_EQ(error_of("  model: Fortunes\n"),
+            "spec.model: 'Fortunes' is not a model reference: use MODEL, MODEL@ALIAS or MODEL@VERSION (names of a-z, "
+            "0-9 and '-')");
+  EXPECT_EQ(error_of("  model: m\n  replicas: {min: 3, max: 2}\n"), "spec.replicas.max: must be >= replicas.min");
+  EXPECT_EQ(error_of("  model: m\n  rollout: {canarySteps: [50, 10, 100]}\n"), "spec.rollout.canarySteps[1]: steps must increase");
+  EXPECT_EQ(error_of("  model: m\n  rollout: {canarySteps: [10, 50]}\n"), "spec.rollout.canarySteps[1]: the last step must be 100");
+  EXPECT_EQ(error_of("  model: m\n  serveArgs: [--port, '9']\n"),
+            "spec.serveArgs[0]: --port is set by the control plane (spec.model, the replica's port, spec.route)");
+  EXPECT_EQ(error_of("  model: m\n  autoscale: {metric: gpu, target: 1}\n"),
+            "spec.autoscale.metric: must be waitingRequests, kvCacheUsage or ttftMs (got 'gpu')");
+  EXPECT_EQ(error_of("  model: m\n  autoscale: {metric: kvCacheUsage, target: 2}\n"),
+            "spec.autoscale.target: kvCacheUsage is a fraction: the target must be in (0, 1]");
+  EXPECT_EQ(error_of("  model: m\n  replicas: {min: 0}\n  autoscale: {metric: ttftMs, target: 100}\n"),
+            "spec.replicas.min: must be >= 1 with autoscale (the metrics come from running replicas)");
+  EXPECT_EQ(error_of("  model: m\n  slo: {maxErrorRate: 2}\n").substr(0, 22), "spec.slo.maxErrorRate:");
+  EXPECT_EQ(error_of("  model: m\n  rollout: {canarySteps: [10, 100], stepSecs: 3}\n").substr(0, 26), "spec.rollout.stepSecs: unk");
+  EXPECT_EQ(error_of("  model: m\n  resources: {gpuType: H100}\n"), "spec.resources.gpuType: is set but resources.gpu is 0");
+  auto other = parse_deployment_manifest("apiVersion: koi/v1\nkind: Deployment\nmetadata: {name: d, namespace: beta}\nspec: {model: m}\n",
+                                         "alpha");
+  EXPECT_EQ(other.status().message(), "metadata.namespace: 'beta' does not match the request's namespace 'alpha'");
+}
+
+}  // namespace
+}  // namespace koi::cluster
