@@ -18,6 +18,7 @@ from cluster_harness import ControlPlane, KOI, SHARED, check, fail
 
 ADMIN_KEY = "admin-key-0123456789"
 TOKEN = "alpha-token-1234"
+BETA_TOKEN = "beta-token-1234"
 NPM_DIR = os.environ.get("KOI_NPM_CACHE", os.path.join(os.environ.get("HOME", "/root"), ".cache/koi-npm"))
 OPENAI_PIN = "7.59.0"  # as tests/serve_npm.sh
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,6 +88,7 @@ queues:
     quota: {{cpu: {{nominal: {cpu_quota}}}, memory: {{nominal: 65536}}}}
 tenants:
   - {{name: alpha, token: {TOKEN}}}
+  - {{name: beta, token: {BETA_TOKEN}}}
 gateway: {{adminUrl: {gateway.admin}, adminKey: {ADMIN_KEY}}}
 """
 

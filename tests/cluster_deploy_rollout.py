@@ -8,6 +8,7 @@ of stories260K and constant load from the official openai npm client:
      keeps serving and v3's replicas are stopped;
   4. `koi deploy rollback` goes back to the previous version (v1), and `koi deploy delete`
      drains and stops everything."""
+import json
 import time
 
 from cluster_deploy_harness import *
@@ -24,6 +25,15 @@ try:
     check("deployment/fortunes applied" in out, "koi deploy apply: " + out.strip())
     env.wait("fortunes", lambda d: d["status"]["phase"] == "Available" and d["status"]["version"] == 1, "v1 available")
     ok("v1 is Available with 2 replicas")
+    for method, path in (("GET", "/fortunes"), ("DELETE", "/fortunes"), ("POST", "/fortunes/rollback"), ("GET", "/fortunes/events")):
+        code, _ = env.cp.http(method, "/apis/v1/namespaces/alpha/deployments" + path, BETA_TOKEN)
+        check(code == 404, "another tenant cannot %s alpha's deployment (%d)" % (method + " " + path, code))
+    code, body = env.cp.http("GET", "/apis/v1/namespaces/beta/deployments", BETA_TOKEN)
+    check(code == 200 and json.loads(body)["items"] == [], "beta's own list is empty")
+    bad_spec = dict(spec, rollout={"canarySteps": [10, 50]})
+    r = env.koi("deploy", "apply", "-f", deployment_manifest(env.root, "bad", bad_spec), expect_ok=False)
+    check(r.returncode != 0 and "spec.rollout.canarySteps[1]: the last step must be 100" in r.stderr,
+          "a bad spec is refused naming the field: " + r.stderr.strip())
     table = env.koi("deploy", "status").stdout
     check("fortunes" in table and "Available" in table, "koi deploy status lists it: " + table)
 
