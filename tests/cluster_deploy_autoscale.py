@@ -9,6 +9,7 @@ import time
 
 from cluster_deploy_harness import *
 
+LONG = 200  # tokens per request: the replicas' engine, not the client, is the bottleneck
 env = Env()
 try:
     seed_model(env, "alpha", "fortunes", [env.good], {"production": 1})
@@ -23,11 +24,11 @@ try:
     def count(d):
         most[0] = max(most[0], d["status"]["desiredReplicas"], len(env.replica_jobs("fortunes")))
 
-    base = env.load(2, "fortunes")
+    base = env.load(2, "fortunes", LONG)
     time.sleep(4)
     d = env.deployment("fortunes")
     check(d["status"]["desiredReplicas"] == 1, "2 clients: 1 replica (%s)" % d["status"]["autoscale"]["message"])
-    extra = env.load(2, "fortunes")
+    extra = env.load(2, "fortunes", LONG)
     d = env.wait("fortunes", lambda d: d["status"]["desiredReplicas"] >= 2 and d["status"]["phase"] == "Available",
                  "the scale-up", 60, count)
     ok("4 clients: scaled up to %d (%s)" % (d["status"]["desiredReplicas"], d["status"]["autoscale"]["message"]))
@@ -53,7 +54,7 @@ try:
     with open(env.cp.config, "w") as f:
         f.write(control_plane_config(env.gateway, 1))
     env.cp.start()
-    extra = env.load(4, "fortunes")
+    extra = env.load(4, "fortunes", LONG)
     d = env.wait("fortunes", lambda d: d["status"]["desiredReplicas"] >= 2 and "waits" in d["status"]["message"],
                  "a replica waiting for quota", 60)
     print("status:", d["status"]["message"], flush=True)

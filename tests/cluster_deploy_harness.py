@@ -149,10 +149,10 @@ class Env:
         return [j for j in json.loads(body)["items"] if j["metadata"]["labels"].get("deployment") == name
                 and j["status"]["phase"] not in ("Succeeded", "Failed", "Cancelled")]
 
-    def load(self, workers, model):
+    def load(self, workers, model, max_tokens=24):
         stop = os.path.join(self.root, "stop-%d" % len(self.loads))
         p = subprocess.Popen(["node", os.path.join(HERE, "cluster_deploy_load.mjs"), self.gateway.url, self.gateway.key,
-                              model, str(workers), stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              model, str(workers), stop, str(max_tokens)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=dict(os.environ, KOI_NPM_DIR=NPM_DIR))
         self.loads.append(p)
         return (p, stop)

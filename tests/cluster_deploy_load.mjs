@@ -2,20 +2,20 @@
 // deployment tests (tests/cluster_deploy_*.py): WORKERS loops of completions (every other one
 // streamed), no client retries, until the file STOP exists. Prints one JSON line at the end:
 // {ok, failed, failures: [first few messages]}.
-//   node cluster_deploy_load.mjs URL KEY MODEL WORKERS STOP
+//   node cluster_deploy_load.mjs URL KEY MODEL WORKERS STOP [MAX_TOKENS (default 24)]
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 
 const require = createRequire(path.join(process.env.KOI_NPM_DIR, 'node_modules') + '/');
 const OpenAI = require('openai');
-const [url, key, model, workers, stop] = process.argv.slice(2);
+const [url, key, model, workers, stop, maxTokens = '24'] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: url + '/v1', apiKey: key, maxRetries: 0, timeout: 30000 });
 let ok = 0, failed = 0;
 const failures = [];
 
 async function one(i) {
-  const body = { model, prompt: 'Once upon a time', max_tokens: 24, temperature: 0 };
+  const body = { model, prompt: 'Once upon a time', max_tokens: Number(maxTokens), temperature: 0 };
   if (i % 2 === 0) {
     const r = await client.completions.create(body);
     if (!r.choices[0].text) throw new Error('empty completion');

@@ -227,6 +227,14 @@ void set_condition(std::vector<Condition>& conds, const std::string& type, bool 
   conds.push_back({type, status, reason, message, rfc3339(now)});
 }
 
+constexpr double kQuietWriteSeconds = 5.0;
+
+// The status without the autoscaler's running measure (what changes every round).
+std::string quiet_json(json::object status) {
+  if (json::value* a = status.if_contains("autoscale"); a && a->is_object()) a->as_object().erase("message");
+  return json::serialize(status);
+}
+
 // The weight a version should have now: the rollout's split, else all to the live version.
 double intended_weight(const DeploymentStatus& st, int version) {
   if (st.rollout && version == st.rollout->to) return st.rollout->weight;
@@ -294,7 +302,7 @@ Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<
       w.jobs[j.metadata.name] = &j;
     }
   }
-  const std::string before = json::serialize(status_json(w.st));
+  const json::object before = status_json(w.st);
   if (!gateway_.configured()) {
     w.st.phase = "Failed", w.st.reason = "NoGateway";
     w.st.message = "the control plane has no gateway: add gateway: {adminUrl, adminKey} to its config";
@@ -325,10 +333,16 @@ Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<
     finish_status(w);
   }
   obj.body["status"] = status_json(w.st);
-  if (json::serialize(obj.body["status"]) == before && w.events.empty()) return ok_status();
+  // The autoscaler's measure changes every round under load; alone it is written at most
+  // every kQuietWriteSeconds, so a steady deployment does not flood the store's change log.
+  if (w.events.empty() && quiet_json(obj.body["status"].as_object()) == quiet_json(before) &&
+      (json::serialize(obj.body["status"]) == json::serialize(before) || now - w.mem.last_write < kQuietWriteSeconds)) {
+    return ok_status();
+  }
   obj.phase = w.st.phase;
   Status s = store_.update(&obj, w.events);
   if (s.code() == StatusCode::kFailedPrecondition) return ok_status();  // the API wrote it meanwhile: next round
+  if (s.ok()) w.mem.last_write = now;
   return s;
 }
 

@@ -55,6 +55,7 @@ class DeploymentController : public Controller {
     std::map<std::string, ServeSample> window_base;                             // job -> counters then
     GatewayVersionStats gateway_base;
     bool gateway_base_set = false;
+    double last_write = 0;  // when the status was last written
   };
 
   Status reconcile_one(StoredObject& obj, const std::vector<JobObject>& jobs, double now);
