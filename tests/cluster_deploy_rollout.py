@@ -2,7 +2,8 @@
 of stories260K and constant load from the official openai npm client:
   1. a deployment of fortunes@production (2 replicas) comes up and serves through the gateway;
   2. moving the alias to v2 rolls it out canary step by step with at most one extra replica
-     and 0 failed requests, ending with v2 live and v1's replicas drained and stopped;
+     and 0 failed requests, across a kill -9 of the control plane at the first step, ending
+     with v2 live and v1's replicas drained and stopped;
   3. moving the alias to v3, a version exported with a 4-token context (every real request
      answers 400), is rolled back automatically: status names the SLO and since when, v2
      keeps serving and v3's replicas are stopped;
@@ -46,6 +47,11 @@ try:
         most[0] = max(most[0], len(env.replica_jobs("fortunes")))
 
     move_alias(env, "alpha", "fortunes", "production", 2)
+    # kill -9 of the control plane in the middle of the canary: the restarted one adopts the
+    # replicas (jobs outlive it) and carries the rollout on from the stored status.
+    env.wait("fortunes", lambda d: (d["status"].get("rollout") or {}).get("weight") == 10, "the first canary step", 60, count)
+    env.cp.kill9()
+    env.cp.start()
     d = env.wait("fortunes", lambda d: d["status"]["version"] == 2 and d["status"]["phase"] == "Available"
                  and not d["status"].get("rollout") and len(d["status"]["replicas"]) == 2, "the rollout to v2", 90, count)
     time.sleep(1)
