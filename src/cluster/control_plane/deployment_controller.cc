@@ -12,6 +12,7 @@
 
 #include "base/logging.h"
 #include "cluster/control_plane/autoscale.h"
+#include "cluster/control_plane/deployment_status.h"
 #include "cluster/control_plane/job_submit.h"
 #include "cluster/control_plane/rollout.h"
 
@@ -23,181 +24,14 @@ namespace {
 constexpr double kMinDrainSeconds = 1.0;     // requests the gateway picked just before deregistering
 constexpr double kMetricWindowSeconds = 3.0;  // the autoscaler's average
 
-struct ServeReplica {
-  std::string job;
-  int version = 0;
-  int port = 0;
-  bool ready = false, registered = false, draining = false, cancelled = false;
-  double drain_since = 0;
-  std::string waiting;  // why its job waits (plan()'s words), "" when running
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
-};
-
-struct RolloutState {
-  int from = 0, to = 0;
-  std::string to_artifact;
-  std::vector<int> steps;
-  int step = 0, weight = 0;
-  double weight_since = 0, started = 0;
-  std::string cause;  // AliasMoved | SpecChanged | RollbackRequested
-  std::string reason, message;  // the last decision's wait
-};
-
-struct DeploymentStatus {
-  std::string phase = "Progressing", reason, message;
-  int version = 0, previous = 0;
-  std::string artifact, previous_artifact;
-  std::optional<RolloutState> rollout;
-  std::vector<int> rolled_back;  // versions rolled back from: not rolled out again by themselves
-  bool was_rolled_back(int v) const { return std::find(rolled_back.begin(), rolled_back.end(), v) != rolled_back.end(); }
-  json::object last_rollback;
-  std::vector<ServeReplica> replicas;
-  int desired = 0;
-  double down_since = 0;
-  int down_max = 0;
-  std::string scale_reason, scale_message;
-  std::map<int, double> weights;  // version -> what the gateway was told
-  bool rollback_requested = false;
-  int next_replica = 1;
-  std::vector<Condition> conditions;
-};
-
-// JSON readers that tolerate absent fields (the controller's own records).
-std::string jstr(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
-double jnum(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  return v && v->is_number() ? v->to_number<double>() : 0;
-}
-int jint(const json::object& o, std::string_view k) { return static_cast<int>(jnum(o, k)); }
-bool jbool(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  return v && v->is_bool() && v->as_bool();
-}
 const json::object& jobj(const json::object& o, std::string_view k) {
   static const json::object empty;
   const json::value* v = o.if_contains(k);
   return v && v->is_object() ? v->as_object() : empty;
 }
-const json::array& jarr(const json::object& o, std::string_view k) {
-  static const json::array empty;
+std::string jstr(const json::object& o, std::string_view k) {
   const json::value* v = o.if_contains(k);
-  return v && v->is_array() ? v->as_array() : empty;
-}
-std::string vname(int version) { return "v" + std::to_string(version); }
-
-DeploymentStatus status_from_json(const json::object& s) {
-  DeploymentStatus d;
-  d.phase = jstr(s, "phase");
-  d.reason = jstr(s, "reason");
-  d.message = jstr(s, "message");
-  d.version = jint(s, "version");
-  d.artifact = jstr(s, "artifact");
-  d.previous = jint(s, "previousVersion");
-  d.previous_artifact = jstr(s, "previousArtifact");
-  if (const json::object& r = jobj(s, "rollout"); !r.empty()) {
-    RolloutState rs;
-    rs.from = jint(r, "fromVersion"), rs.to = jint(r, "toVersion");
-    rs.to_artifact = jstr(r, "toArtifact");
-    for (const json::value& x : jarr(r, "steps")) {
-      if (x.is_number()) rs.steps.push_back(x.to_number<int>());
-    }
-    rs.step = jint(r, "step"), rs.weight = jint(r, "weight");
-    rs.weight_since = jnum(r, "weightSince"), rs.started = jnum(r, "startTime");
-    rs.cause = jstr(r, "cause"), rs.reason = jstr(r, "reason"), rs.message = jstr(r, "message");
-    if (!rs.steps.empty()) d.rollout = rs;
-  }
-  for (const json::value& x : jarr(s, "rolledBackFrom")) {
-    if (x.is_number()) d.rolled_back.push_back(x.to_number<int>());
-  }
-  d.last_rollback = jobj(s, "lastRollback");
-  for (const json::value& x : jarr(s, "replicas")) {
-    if (!x.is_object()) continue;
-    const json::object& o = x.as_object();
-    ServeReplica r;
-    r.job = jstr(o, "job"), r.version = jint(o, "version"), r.port = jint(o, "port");
-    r.ready = jbool(o, "ready"), r.registered = jbool(o, "registered"), r.draining = jbool(o, "draining");
-    r.cancelled = jbool(o, "cancelled"), r.drain_since = jnum(o, "drainSince"), r.waiting = jstr(o, "waiting");
-    d.replicas.push_back(r);
-  }
-  d.desired = jint(s, "desiredReplicas");
-  const json::object& as = jobj(s, "autoscale");
-  d.down_since = jnum(as, "downSince"), d.down_max = jint(as, "downMax");
-  d.scale_reason = jstr(as, "reason"), d.scale_message = jstr(as, "message");
-  for (const auto& [k, v] : jobj(s, "weights")) {
-    if (v.is_number() && k.size() > 1) d.weights[std::atoi(std::string(k).c_str() + 1)] = v.to_number<double>();
-  }
-  d.rollback_requested = jbool(s, "rollbackRequested");
-  d.next_replica = std::max(1, jint(s, "nextReplica"));
-  for (const json::value& c : jarr(s, "conditions")) {
-    if (!c.is_object()) continue;
-    const json::object& co = c.as_object();
-    d.conditions.push_back({jstr(co, "type"), jstr(co, "status"), jstr(co, "reason"), jstr(co, "message"),
-                            jstr(co, "lastTransitionTime")});
-  }
-  return d;
-}
-
-json::object status_json(const DeploymentStatus& d) {
-  json::object s{{"phase", d.phase}, {"reason", d.reason}, {"message", d.message},
-                 {"version", d.version}, {"artifact", d.artifact},
-                 {"previousVersion", d.previous}, {"previousArtifact", d.previous_artifact},
-                 {"desiredReplicas", d.desired}, {"nextReplica", d.next_replica}};
-  if (d.rollout) {
-    const RolloutState& r = *d.rollout;
-    json::array steps;
-    for (int x : r.steps) steps.emplace_back(x);
-    s["rollout"] = json::object{{"fromVersion", r.from}, {"toVersion", r.to}, {"toArtifact", r.to_artifact},
-                                {"steps", std::move(steps)}, {"step", r.step}, {"weight", r.weight},
-                                {"weightSince", r.weight_since}, {"startTime", r.started}, {"cause", r.cause},
-                                {"reason", r.reason}, {"message", r.message}};
-  }
-  if (!d.rolled_back.empty()) {
-    json::array a;
-    for (int v : d.rolled_back) a.emplace_back(v);
-    s["rolledBackFrom"] = std::move(a);
-  }
-  if (!d.last_rollback.empty()) s["lastRollback"] = d.last_rollback;
-  if (d.rollback_requested) s["rollbackRequested"] = true;
-  json::object weights;
-  for (const auto& [v, w] : d.weights) weights[vname(v)] = w;
-  s["weights"] = std::move(weights);
-  // The replicas, and the same grouped by version with each version's weight.
-  json::array reps;
-  std::map<int, json::object> versions;
-  for (const ServeReplica& r : d.replicas) {
-    json::object o{{"job", r.job}, {"version", r.version}, {"port", r.port}, {"url", r.url()},
-                   {"ready", r.ready}, {"registered", r.registered}, {"draining", r.draining}};
-    if (r.cancelled) o["cancelled"] = true;
-    if (r.drain_since > 0) o["drainSince"] = r.drain_since;
-    if (!r.waiting.empty()) o["waiting"] = r.waiting;
-    reps.push_back(std::move(o));
-    json::object& v = versions[r.version];
-    v["version"] = r.version;
-    v["replicas"] = jint(v, "replicas") + (r.draining ? 0 : 1);
-    v["ready"] = jint(v, "ready") + (r.ready && !r.draining ? 1 : 0);
-  }
-  for (const auto& [ver, w] : d.weights) versions[ver]["version"] = ver;
-  json::array vs;
-  for (auto& [ver, v] : versions) {
-    auto w = d.weights.find(ver);
-    v["weight"] = w == d.weights.end() ? 0.0 : w->second;
-    if (!v.contains("replicas")) v["replicas"] = 0, v["ready"] = 0;
-    vs.push_back(std::move(v));
-  }
-  s["replicas"] = std::move(reps);
-  s["versions"] = std::move(vs);
-  s["autoscale"] = json::object{{"downSince", d.down_since}, {"downMax", d.down_max}, {"reason", d.scale_reason},
-                                {"message", d.scale_message}};
-  json::array conds;
-  for (const Condition& c : d.conditions) {
-    conds.push_back(json::object{{"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message},
-                                 {"lastTransitionTime", c.last_transition_time}});
-  }
-  s["conditions"] = std::move(conds);
-  return s;
+  return v && v->is_string() ? std::string(v->as_string()) : "";
 }
 
 // A port free on this machine now (the kernel's pick); the replica binds it moments later.
@@ -295,14 +129,14 @@ Status DeploymentController::reconcile(double now) {
 Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<JobObject>& jobs, double now) {
   auto spec = deployment_spec_from_json(jobj(obj.body, "spec"));
   if (!spec.ok()) return spec.status();
-  Work w(obj, *spec, status_from_json(jobj(obj.body, "status")), memory_[obj.metadata.uid], now);
+  Work w(obj, *spec, deployment_status_from_json(jobj(obj.body, "status")), memory_[obj.metadata.uid], now);
   for (const JobObject& j : jobs) {
     auto it = j.metadata.labels.find("deployment");
     if (j.metadata.ns == obj.metadata.ns && it != j.metadata.labels.end() && it->second == obj.metadata.name) {
       w.jobs[j.metadata.name] = &j;
     }
   }
-  const json::object before = status_json(w.st);
+  const json::object before = deployment_status_json(w.st);
   if (!gateway_.configured()) {
     w.st.phase = "Failed", w.st.reason = "NoGateway";
     w.st.message = "the control plane has no gateway: add gateway: {adminUrl, adminKey} to its config";
@@ -332,7 +166,7 @@ Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<
     }
     finish_status(w);
   }
-  obj.body["status"] = status_json(w.st);
+  obj.body["status"] = deployment_status_json(w.st);
   // The autoscaler's measure changes every round under load; alone it is written at most
   // every kQuietWriteSeconds, so a steady deployment does not flood the store's change log.
   if (w.events.empty() && quiet_json(obj.body["status"].as_object()) == quiet_json(before) &&
@@ -364,7 +198,7 @@ void DeploymentController::observe(Work& w) {
     const size_t dash = name.rfind('-');
     if (dash != std::string::npos) w.st.next_replica = std::max(w.st.next_replica, std::atoi(name.c_str() + dash + 1) + 1);
     w.st.replicas.push_back(r);
-    w.event("ReplicaAdopted", "replica " + name + " (" + vname(r.version) + ") found running and adopted");
+    w.event("ReplicaAdopted", "replica " + name + " (" + version_name(r.version) + ") found running and adopted");
   }
   std::vector<ServeReplica> kept;
   for (ServeReplica& r : w.st.replicas) {
@@ -373,16 +207,16 @@ void DeploymentController::observe(Work& w) {
       // The job ended (or is gone): why decides what the rollout makes of it.
       auto job = store_.get_job(w.obj.metadata.ns, r.job);
       const bool failed = job.ok() && *job && (*job)->status.phase == JobPhase::kFailed;
-      if (r.registered) (void)gateway_.remove_replica(w.spec.route, vname(r.version), r.url());
+      if (r.registered) (void)gateway_.remove_replica(w.spec.route, version_name(r.version), r.url());
       if (failed && !r.draining) {
         const std::string detail = (*job)->status.message.empty() ? (*job)->status.reason : (*job)->status.message;
-        w.event("ReplicaFailed", fmt::format("replica {} ({}) failed: {}", r.job, vname(r.version), detail), "Warning");
+        w.event("ReplicaFailed", fmt::format("replica {} ({}) failed: {}", r.job, version_name(r.version), detail), "Warning");
         if (w.st.rollout && r.version == w.st.rollout->to) {
           w.st.rollout->reason = "ReplicaFailed";
           w.st.rollout->message = fmt::format("replica {} failed: {}", r.job, detail);
         }
       } else {
-        w.event("ReplicaStopped", fmt::format("replica {} ({}) stopped", r.job, vname(r.version)));
+        w.event("ReplicaStopped", fmt::format("replica {} ({}) stopped", r.job, version_name(r.version)));
       }
       w.mem.samples.erase(r.job);
       w.mem.window_base.erase(r.job);
@@ -394,23 +228,23 @@ void DeploymentController::observe(Work& w) {
                                            job.status.message);
     const bool was_ready = r.ready;
     r.ready = running && serve_ready(r.url());
-    if (r.ready && !was_ready) w.event("ReplicaReady", fmt::format("replica {} ({}) answers at {}", r.job, vname(r.version), r.url()));
+    if (r.ready && !was_ready) w.event("ReplicaReady", fmt::format("replica {} ({}) answers at {}", r.job, version_name(r.version), r.url()));
     if (r.ready && !r.draining && !r.registered) {
-      if (Status s = gateway_.add_replica(w.spec.route, vname(r.version), r.url()); s.ok()) {
+      if (Status s = gateway_.add_replica(w.spec.route, version_name(r.version), r.url()); s.ok()) {
         r.registered = true;
         if (!w.st.weights.count(r.version)) {
           // A version new to the gateway gets its weight said outright (the gateway's own
           // default depends on what else the route holds).
           const double weight = intended_weight(w.st, r.version);
-          if (gateway_.set_weights(w.spec.route, {{vname(r.version), weight}}).ok()) w.st.weights[r.version] = weight;
+          if (gateway_.set_weights(w.spec.route, {{version_name(r.version), weight}}).ok()) w.st.weights[r.version] = weight;
         }
-        w.event("ReplicaRegistered", fmt::format("{} added to route {} as {}", r.url(), w.spec.route, vname(r.version)));
+        w.event("ReplicaRegistered", fmt::format("{} added to route {} as {}", r.url(), w.spec.route, version_name(r.version)));
       } else {
         w.event("GatewayError", s.message(), "Warning");
       }
     }
     if (!r.ready && r.registered && !r.draining) {
-      if (gateway_.remove_replica(w.spec.route, vname(r.version), r.url()).ok()) r.registered = false;
+      if (gateway_.remove_replica(w.spec.route, version_name(r.version), r.url()).ok()) r.registered = false;
     }
     if (r.ready) {
       if (auto sample = scrape_serve(r.url()); sample.ok()) {
@@ -442,7 +276,7 @@ void DeploymentController::drain(Work& w) {
   for (ServeReplica& r : w.st.replicas) {
     if (!r.draining || r.cancelled) continue;
     if (r.registered) {
-      if (!gateway_.remove_replica(w.spec.route, vname(r.version), r.url()).ok()) continue;
+      if (!gateway_.remove_replica(w.spec.route, version_name(r.version), r.url()).ok()) continue;
       r.registered = false;
     }
     bool idle = !r.ready;
@@ -459,7 +293,7 @@ void DeploymentController::drain(Work& w) {
       reconciler_.wake();
     }
     r.cancelled = true;
-    w.event("ReplicaDrained", fmt::format("replica {} ({}) {}; stopping it", r.job, vname(r.version),
+    w.event("ReplicaDrained", fmt::format("replica {} ({}) {}; stopping it", r.job, version_name(r.version),
                                           idle ? "has no request in flight" : "still busy after drainTimeoutSeconds"));
   }
 }
@@ -469,7 +303,7 @@ void DeploymentController::retire(Work& w, size_t index, const std::string& why)
   if (r.draining) return;
   r.draining = true;
   r.drain_since = w.now;
-  w.event("ReplicaRetiring", fmt::format("replica {} ({}): {}", r.job, vname(r.version), why));
+  w.event("ReplicaRetiring", fmt::format("replica {} ({}): {}", r.job, version_name(r.version), why));
 }
 
 Status DeploymentController::start_replica(Work& w, int version, const std::string& artifact) {
@@ -494,7 +328,7 @@ Status DeploymentController::start_replica(Work& w, int version, const std::stri
   s.termination_grace_seconds = w.spec.rollout.drain_timeout_seconds + 5;
   auto cluster = reconciler_.cluster();
   for (int attempt = 0;; ++attempt) {
-    job.metadata.name = fmt::format("{}-{}-{}", prefix, vname(version), w.st.next_replica++);
+    job.metadata.name = fmt::format("{}-{}-{}", prefix, version_name(version), w.st.next_replica++);
     Status s = submit_job(store_, *cluster, &job, "deployment " + w.obj.metadata.name);
     if (s.ok()) break;
     // A name left by an ended replica whose record was lost: take the next one.
@@ -505,7 +339,7 @@ Status DeploymentController::start_replica(Work& w, int version, const std::stri
   r.job = job.metadata.name, r.version = version, r.port = port;
   r.waiting = "Submitted: waiting for the scheduler";
   w.st.replicas.push_back(r);
-  w.event("ReplicaStarted", fmt::format("replica {} of {} ({}) submitted on port {}", r.job, w.spec.model, vname(version), port));
+  w.event("ReplicaStarted", fmt::format("replica {} of {} ({}) submitted on port {}", r.job, w.spec.model, version_name(version), port));
   return ok_status();
 }
 
@@ -515,7 +349,7 @@ Status DeploymentController::set_weights(Work& w, const std::map<int, double>& w
   for (const auto& [v, x] : weights) {
     auto it = w.st.weights.find(v);
     if (it == w.st.weights.end()) continue;  // only versions the gateway has seen
-    named[vname(v)] = x;
+    named[version_name(v)] = x;
     changed |= it->second != x;
   }
   if (!changed) return ok_status();
@@ -548,7 +382,7 @@ SloWindow DeploymentController::slo_window(Work& w, int version) {
   win.ttft_p99_ms = histogram_quantile(ttft, 0.99) * 1000.0;
   int64_t gw_requests = 0, gw_errors = 0;
   if (auto stats = gateway_.stats(w.spec.route); stats.ok()) {
-    const GatewayVersionStats now = (*stats)[vname(version)];
+    const GatewayVersionStats now = (*stats)[version_name(version)];
     if (!w.mem.gateway_base_set) w.mem.gateway_base = now, w.mem.gateway_base_set = true;
     gw_requests = now.requests - w.mem.gateway_base.requests;
     gw_errors = now.errors - w.mem.gateway_base.errors;
@@ -565,7 +399,7 @@ Status DeploymentController::roll(Work& w) {
   if (st.version == 0 && w.resolved) {  // the first version: no rollout, just scale up
     st.version = w.resolved->version;
     st.artifact = w.resolved->artifact.path;
-    w.event("VersionSelected", fmt::format("serving {} as {} ({})", w.spec.model, vname(st.version), st.artifact));
+    w.event("VersionSelected", fmt::format("serving {} as {} ({})", w.spec.model, version_name(st.version), st.artifact));
     return ok_status();
   }
   auto begin = [&](int to, const std::string& artifact, std::vector<int> steps, const std::string& cause) {
@@ -576,7 +410,7 @@ Status DeploymentController::roll(Work& w) {
     w.mem.window_base.clear();
     w.mem.gateway_base_set = false;
     w.mem.window_since = w.now;
-    w.event("RolloutStarted", fmt::format("{} -> {} ({}), steps {}", vname(r.from), vname(to), cause,
+    w.event("RolloutStarted", fmt::format("{} -> {} ({}), steps {}", version_name(r.from), version_name(to), cause,
                                           json::serialize(json::value_from(r.steps))));
   };
   if (st.rollback_requested) {
@@ -609,7 +443,7 @@ Status DeploymentController::roll(Work& w) {
   v.old_replicas = w.count(ro.from, false), v.draining = w.draining();
   std::string failure_reason;
   if (ro.reason == "ReplicaFailed" || ro.reason == "RollbackRequested") v.new_failure = ro.message, failure_reason = ro.reason;
-  if (superseded) v.new_failure = "spec.model now names " + vname(w.resolved->version), failure_reason = "Superseded";
+  if (superseded) v.new_failure = "spec.model now names " + version_name(w.resolved->version), failure_reason = "Superseded";
   const SloWindow win = slo_window(w, ro.to);
   SloPolicy slo = w.spec.slo;
   if (ro.cause == "RollbackRequested") slo.min_requests = 0;  // going back to the known version: no evidence needed
@@ -628,7 +462,7 @@ Status DeploymentController::roll(Work& w) {
         if (r.version != ro.from || r.draining) continue;
         if (pick < 0 || !r.ready || st.replicas[pick].ready) pick = static_cast<int>(i);
       }
-      if (pick >= 0) retire(w, pick, fmt::format("replaced by {} (rollout step {})", vname(ro.to), ro.step + 1));
+      if (pick >= 0) retire(w, pick, fmt::format("replaced by {} (rollout step {})", version_name(ro.to), ro.step + 1));
       return ok_status();
     }
     case RolloutAction::kSetWeight: {
@@ -638,7 +472,7 @@ Status DeploymentController::roll(Work& w) {
       w.mem.gateway_base_set = false;
       w.mem.window_since = w.now;
       (void)slo_window(w, ro.to);  // the window's baseline: the counters now
-      w.event("CanaryStep", fmt::format("{} takes {}% of route {} (step {} of {})", vname(ro.to), d.weight, w.spec.route,
+      w.event("CanaryStep", fmt::format("{} takes {}% of route {} (step {} of {})", version_name(ro.to), d.weight, w.spec.route,
                                         ro.step + 1, ro.steps.size()));
       return ok_status();
     }
@@ -648,9 +482,9 @@ Status DeploymentController::roll(Work& w) {
     case RolloutAction::kComplete: {
       KOI_RETURN_IF_ERROR(set_weights(w, {{ro.from, 0.0}, {ro.to, 100.0}}));
       for (size_t i = 0; i < st.replicas.size(); ++i) {
-        if (st.replicas[i].version == ro.from) retire(w, i, fmt::format("{} is live", vname(ro.to)));
+        if (st.replicas[i].version == ro.from) retire(w, i, fmt::format("{} is live", version_name(ro.to)));
       }
-      w.event("RolloutComplete", fmt::format("{} serves route {}; {} retired", vname(ro.to), w.spec.route, vname(ro.from)));
+      w.event("RolloutComplete", fmt::format("{} serves route {}; {} retired", version_name(ro.to), w.spec.route, version_name(ro.from)));
       st.previous = st.version, st.previous_artifact = st.artifact;
       st.version = ro.to, st.artifact = ro.to_artifact;
       st.rollout.reset();
@@ -674,7 +508,7 @@ Status DeploymentController::roll(Work& w) {
                                       {"errors", win.errors}};
       if (!superseded && ro.cause != "RollbackRequested" && !st.was_rolled_back(ro.to)) st.rolled_back.push_back(ro.to);
       w.event("RolledBack",
-              fmt::format("{} -> {}: {}{}", vname(ro.to), vname(ro.from), slo_name.empty() ? "" : slo_name + " broken: ",
+              fmt::format("{} -> {}: {}{}", version_name(ro.to), version_name(ro.from), slo_name.empty() ? "" : slo_name + " broken: ",
                           d.message),
               "Warning");
       st.rollout.reset();
@@ -736,7 +570,7 @@ Status DeploymentController::scale(Work& w) {
   if (st.rollout) return ok_status();
   // Replicas of versions that are not live (after a rollback) go.
   for (size_t i = 0; i < st.replicas.size(); ++i) {
-    if (st.replicas[i].version != st.version) retire(w, i, vname(st.replicas[i].version) + " is not the live version");
+    if (st.replicas[i].version != st.version) retire(w, i, version_name(st.replicas[i].version) + " is not the live version");
   }
   KOI_RETURN_IF_ERROR(set_weights(w, [&] {
     std::map<int, double> m;
@@ -778,20 +612,20 @@ void DeploymentController::finish_status(Work& w) {
     const RolloutState& r = *st.rollout;
     st.phase = r.cause == "RollbackRequested" ? "RollingBack" : "Progressing";
     st.reason = r.reason.empty() ? "RollingOut" : r.reason;
-    st.message = fmt::format("{} -> {}, step {} of {} at {}%{}{}", vname(r.from), vname(r.to), r.step + 1, r.steps.size(),
+    st.message = fmt::format("{} -> {}, step {} of {} at {}%{}{}", version_name(r.from), version_name(r.to), r.step + 1, r.steps.size(),
                              r.weight, r.message.empty() ? "" : ": " + r.message, waits);
   } else if (st.version == 0) {
     st.phase = "Failed", st.reason = "ModelNotFound", st.message = w.resolve_error;
   } else if (rolled_back && w.draining() > 0) {
     st.phase = "RollingBack", st.reason = "RolledBack";
-    st.message = fmt::format("back on {}; stopping the replicas of {}", vname(st.version), vname(w.resolved->version));
+    st.message = fmt::format("back on {}; stopping the replicas of {}", version_name(st.version), version_name(w.resolved->version));
   } else if (ready >= st.desired && st.desired > 0) {
     st.phase = rolled_back ? "Degraded" : "Available";
     st.reason = rolled_back ? "RolledBack" : "Ready";
     st.message = rolled_back ? fmt::format("{} was rolled back ({}); serving {}: move the alias, or apply the deployment "
-                                           "again to retry it", vname(w.resolved->version),
-                                           jstr(st.last_rollback, "message"), vname(st.version))
-                             : fmt::format("{} ready replica(s) of {} on route {}", ready, vname(st.version), w.spec.route);
+                                           "again to retry it", version_name(w.resolved->version),
+                                           jstr(st.last_rollback, "message"), version_name(st.version))
+                             : fmt::format("{} ready replica(s) of {} on route {}", ready, version_name(st.version), w.spec.route);
   } else {
     const bool ever = std::any_of(st.conditions.begin(), st.conditions.end(),
                                   [](const Condition& c) { return c.type == "Available" && c.status == "True"; });

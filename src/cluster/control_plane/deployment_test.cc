@@ -1,4 +1,5 @@
 #include "cluster/control_plane/deployment.h"
+#include "cluster/control_plane/deployment_status.h"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +69,37 @@ TEST(DeploymentTest, BadFieldsAreNamedByPath) {
   auto other = parse_deployment_manifest("apiVersion: koi/v1\nkind: Deployment\nmetadata: {name: d, namespace: beta}\nspec: {model: m}\n",
                                          "alpha");
   EXPECT_EQ(other.status().message(), "metadata.namespace: 'beta' does not match the request's namespace 'alpha'");
+}
+
+}  // namespace
+}  // namespace koi::cluster
+
+namespace koi::cluster {
+namespace {
+
+TEST(DeploymentStatusTest, RoundTripsAndGroupsReplicasByVersion) {
+  DeploymentStatus st;
+  st.phase = "Progressing", st.version = 2, st.previous = 1, st.artifact = "/m/b.gguf", st.desired = 2;
+  RolloutState r;
+  r.from = 2, r.to = 3, r.steps = {10, 100}, r.step = 0, r.weight = 10, r.cause = "AliasMoved (production)";
+  st.rollout = r;
+  st.rolled_back = {4};
+  st.weights = {{2, 90}, {3, 10}};
+  ServeReplica a{.job = "d-v2-1", .version = 2, .port = 9001, .ready = true, .registered = true};
+  ServeReplica b{.job = "d-v2-2", .version = 2, .port = 9002, .ready = true, .registered = true};
+  ServeReplica c{.job = "d-v3-3", .version = 3, .port = 9003};
+  c.waiting = "quota: no room";
+  st.replicas = {a, b, c};
+  st.next_replica = 4;
+  const boost::json::object j = deployment_status_json(st);
+  EXPECT_EQ(boost::json::serialize(j.at("versions")),
+            R"([{"version":2,"replicas":2,"ready":2,"weight":90},{"version":3,"replicas":1,"ready":0,"weight":10}])");
+  const DeploymentStatus back = deployment_status_from_json(j);
+  EXPECT_EQ(boost::json::serialize(deployment_status_json(back)), boost::json::serialize(j));
+  EXPECT_TRUE(back.was_rolled_back(4));
+  EXPECT_FALSE(back.was_rolled_back(3));
+  EXPECT_EQ(back.replicas[2].url(), "http://127.0.0.1:9003");
+  EXPECT_EQ(back.rollout->steps, (std::vector<int>{10, 100}));
 }
 
 }  // namespace
