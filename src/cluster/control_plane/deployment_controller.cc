@@ -344,6 +344,14 @@ Status DeploymentController::start_replica(Work& w, int version, const std::stri
 }
 
 Status DeploymentController::set_weights(Work& w, const std::map<int, double>& weights) {
+  // A version left without replicas has nothing to route to: it is forgotten, so a gateway
+  // that restarted without it (admin_api_test.cc) is never sent a weight for it.
+  for (auto it = w.st.weights.begin(); it != w.st.weights.end();) {
+    const int v = it->first;
+    const bool has = std::any_of(w.st.replicas.begin(), w.st.replicas.end(), [&](const ServeReplica& r) { return r.version == v; });
+    const bool rolling = w.st.rollout && (v == w.st.rollout->from || v == w.st.rollout->to);
+    it = has || rolling ? std::next(it) : w.st.weights.erase(it);
+  }
   std::map<std::string, double> named;
   bool changed = false;
   for (const auto& [v, x] : weights) {
