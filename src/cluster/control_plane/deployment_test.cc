@@ -1,4 +1,5 @@
 #include "cluster/control_plane/deployment.h"
+#include "base/file.h"
 #include "cluster/control_plane/deployment_status.h"
 
 #include <gtest/gtest.h>
@@ -100,6 +101,21 @@ TEST(DeploymentStatusTest, RoundTripsAndGroupsReplicasByVersion) {
   EXPECT_FALSE(back.was_rolled_back(3));
   EXPECT_EQ(back.replicas[2].url(), "http://127.0.0.1:9003");
   EXPECT_EQ(back.rollout->steps, (std::vector<int>{10, 100}));
+}
+
+}  // namespace
+}  // namespace koi::cluster
+
+namespace koi::cluster {
+namespace {
+
+TEST(DeploymentTest, TheDocumentedExampleParses) {
+  auto text = read_file(std::string(KOI_SOURCE_DIR) + "/docs/examples/deployment-fortunes.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto d = parse_deployment_manifest(*text, "alpha");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->spec.route, "fortunes");
+  EXPECT_EQ(d->spec.autoscale.target, 2);
 }
 
 }  // namespace
