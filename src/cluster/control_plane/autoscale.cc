@@ -13,6 +13,7 @@ ScaleDecision decide_scale(const ScaleView& v) {
   if (!v.policy.enabled) {
     d.desired = v.min_replicas;
     d.reason = "Fixed";
+    d.message = fmt::format("fixed at replicas.min {} (no autoscale)", v.min_replicas);
     return d;
   }
   if (!v.metric || v.ready == 0) {

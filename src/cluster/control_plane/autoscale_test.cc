@@ -24,6 +24,7 @@ TEST(AutoscaleTest, FixedAtMinWithoutAPolicy) {
   ScaleDecision d = decide_scale(v);
   EXPECT_EQ(d.desired, 1);
   EXPECT_EQ(d.reason, "Fixed");
+  EXPECT_EQ(d.message, "fixed at replicas.min 1 (no autoscale)");
 }
 
 TEST(AutoscaleTest, ScalesUpAtOnceWithinMax) {

@@ -569,7 +569,7 @@ Status DeploymentController::scale(Work& w) {
   v.metric = scale_metric(w);
   v.now = w.now, v.down_since = st.down_since, v.down_max = st.down_max;
   // During a rollout the count holds: the rollout replaces replicas one for one.
-  const ScaleDecision d = st.rollout ? ScaleDecision{v.desired, 0, 0, "RolloutInProgress", ""} : decide_scale(v);
+  const ScaleDecision d = st.rollout ? ScaleDecision{v.desired, 0, 0, "RolloutInProgress", fmt::format("held at {} during the rollout", v.desired)} : decide_scale(v);
   if (d.desired != v.desired) {
     w.event(d.desired > v.desired ? "ScaledUp" : "ScaledDown", d.message);
   }
