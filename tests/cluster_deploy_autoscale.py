@@ -55,10 +55,11 @@ try:
         f.write(control_plane_config(env.gateway, 1))
     env.cp.start()
     extra = env.load(4, "fortunes", LONG)
-    d = env.wait("fortunes", lambda d: d["status"]["desiredReplicas"] >= 2 and "waits" in d["status"]["message"],
+    d = env.wait("fortunes", lambda d: d["status"]["desiredReplicas"] >= 2 and "waits: quota:" in d["status"]["message"],
                  "a replica waiting for quota", 60)
     print("status:", d["status"]["message"], flush=True)
-    check("quota" in d["status"]["message"].lower(), "the waiting replica's reason is in the status: " + d["status"]["message"])
+    check("cpu quota" in d["status"]["message"] and d["status"]["phase"] == "Degraded",
+          "the waiting replica's reason is in the status: " + d["status"]["message"])
     Env.finish(extra)
     print("PASS")
 finally:
