@@ -32,3 +32,11 @@ foreach(t smoke train node_loss)
     LABELS "integration;slurm" TIMEOUT 180)
 endforeach()
 set_tests_properties(cluster_slurm_node_loss PROPERTIES LABELS "slow;slurm")
+# Deployments (docs/cluster.md): koi serve replicas of stories260K as jobs, registered with a
+# real koi gateway; rollouts and autoscaling under load from the official openai npm client.
+foreach(t deploy_rollout deploy_autoscale)
+  add_test(NAME cluster_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_${t}.py)
+  set_tests_properties(cluster_${t} PROPERTIES
+    ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
+    LABELS integration TIMEOUT 180)
+endforeach()

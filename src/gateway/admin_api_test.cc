@@ -258,5 +258,28 @@ TEST_F(AdminApiTest, AdminChangesSurviveARestart) {
   EXPECT_EQ(versions("m"), "v1=40[9001] v2=60[9002] v3=0[9004]");
 }
 
+// What the control plane's Deployments rely on (docs/cluster.md): a route and versions the
+// YAML file lacks are made by adding their first replica, start from the weights the calls
+// give them, and are back after a restart.
+TEST_F(AdminApiTest, ARouteTheFileLacksIsMadeAtRunTimeAndSurvivesARestart) {
+  EXPECT_FALSE(fleet_->has_model("fortunes"));
+  ASSERT_EQ(call("POST /admin/replicas", R"({"model":"fortunes","version":"v1","url":"http://127.0.0.1:9101"})").status, 200);
+  EXPECT_EQ(versions("fortunes"), "v1=100[9101]");  // the route's first version takes the traffic
+  ASSERT_EQ(call("POST /admin/replicas", R"({"model":"fortunes","version":"v2","url":"http://127.0.0.1:9102"})").status, 200);
+  EXPECT_EQ(versions("fortunes"), "v1=100[9101] v2=0[9102]");  // a later one starts at 0
+  ASSERT_EQ(call("POST /admin/weights", R"({"model":"fortunes","weights":{"v1":90,"v2":10}})").status, 200);
+  EXPECT_EQ(call("POST /admin/replicas", R"({"model":"fortunes","version":"v2","url":"http://127.0.0.1:9102"})").status, 409);
+  restart();
+  EXPECT_EQ(versions("fortunes"), "v1=90[9101] v2=10[9102]");
+  ASSERT_EQ(call("DELETE /admin/replicas", R"({"model":"fortunes","version":"v1","url":"http://127.0.0.1:9101"})").status, 200);
+  EXPECT_EQ(call("DELETE /admin/replicas", R"({"model":"fortunes","version":"v1","url":"http://127.0.0.1:9101"})").status, 404);
+  EXPECT_EQ(versions("fortunes"), "v1=90[] v2=10[9102]");
+  // A version the file lacks that was left without replicas is not made again at a restart
+  // (it has nothing to route to); the control plane says its weights afresh when it adds one.
+  restart();
+  EXPECT_EQ(versions("fortunes"), "v2=10[9102]");
+  EXPECT_EQ(call("POST /admin/weights", R"({"model":"fortunes","weights":{"v1":0}})").status, 404);
+}
+
 }  // namespace
 }  // namespace koi::gateway

@@ -319,11 +319,7 @@ Reply ApiServer::route_jobs(const Principal& who, const net::Request& req, const
           job.metadata.resource_version, expected)));
     }
     if (is_terminal(job.status.phase) || !job.metadata.deletion_timestamp.empty()) return ok_json(to_json(job));
-    job.metadata.deletion_timestamp = rfc3339(wall_seconds());
-    Event e;
-    e.ns = ns, e.name = name, e.time = wall_seconds(), e.reason = "CancelRequested";
-    e.message = "cancel requested by " + who.name;
-    if (Status s = store_.update_job(&job, {e}); !s.ok()) return error(s);
+    if (Status s = cancel_job(store_, &job, who.name); !s.ok()) return error(s);
     reconciler_.wake();
     return ok_json(to_json(job), 202);
   }

@@ -127,6 +127,15 @@ Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, c
     parse_queue_fields(q, c.tenants, &s);
     c.queues.push_back(std::move(s));
   }
+  if (top.has("gateway")) {
+    YamlReader g = top.child("gateway");
+    c.gateway.admin_url = g.str("adminUrl");
+    c.gateway.admin_key = g.str("adminKey");
+    if (!c.gateway.admin_url.starts_with("http://")) {
+      g.fail(g.field("adminUrl"), "is required: the koi gateway's admin API as http://HOST:PORT");
+    }
+    if (c.gateway.admin_key.empty()) g.fail(g.field("adminKey"), "is required: the gateway's admin.key");
+  }
   KOI_RETURN_IF_ERROR(top.finish().with_prefix(origin));
   const bool slurm = c.executor.type == "slurm";
   if (slurm && !c.nodes.empty()) {

@@ -22,6 +22,9 @@
 //     - {name: alpha, token: secret-a}          # or tokenSha256: <hex>
 //   admins:
 //     - {name: ops, token: secret-admin}
+//   gateway:                           # optional; Deployments need it
+//     adminUrl: http://127.0.0.1:8081  # the koi gateway's admin API (its admin.listen)
+//     adminKey: change-me-please-0123  # its admin.key
 //
 // The config is the declared state, applied at every start (as `kubectl apply` of a
 // manifest): an admin may change or add a queue at run time (PUT /apis/v1/queues/NAME); the
@@ -56,6 +59,12 @@ struct ExecutorConfig {
   double command_timeout_seconds = 10;
 };
 
+// The koi gateway whose routes Deployments manage (through its admin API).
+struct GatewayLink {
+  std::string admin_url;  // "" = none: deployments are refused
+  std::string admin_key;
+};
+
 struct ControlPlaneConfig {
   std::string policy = "koi";
   ExecutorConfig executor;
@@ -64,6 +73,7 @@ struct ControlPlaneConfig {
   std::vector<QueueSpec> queues;
   std::vector<TokenEntry> tokens;
   std::vector<std::string> tenants;
+  GatewayLink gateway;
 };
 
 Result<ControlPlaneConfig> parse_control_plane_config(const std::string& text, const std::string& origin);

@@ -6,6 +6,8 @@
 #include "base/metrics.h"
 #include "cluster/control_plane/api.h"
 #include "cluster/control_plane/config.h"
+#include "cluster/control_plane/deployment_api.h"
+#include "cluster/control_plane/deployment_controller.h"
 #include "cluster/control_plane/local_executor.h"
 #include "cluster/control_plane/reconciler.h"
 #include "cluster/control_plane/slurm_executor.h"
@@ -20,6 +22,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<StateStore> store;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<DeploymentController> deployments;
   std::unique_ptr<ApiServer> api;
   std::unique_ptr<net::Server> server;
   int port = 0;
@@ -57,10 +60,14 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   impl->reconciler = std::make_unique<Reconciler>(*impl->store, *impl->executor,
                                                   make_cluster(impl->executor->inventory(), impl->config.queues),
                                                   impl->registry, ro);
+  impl->deployments = std::make_unique<DeploymentController>(*impl->store, *impl->reconciler, impl->config.gateway,
+                                                             o.koi_binary);
+  impl->reconciler->add_controller(impl->deployments.get());
   KOI_RETURN_IF_ERROR(impl->reconciler->recover(wall_seconds()));
   KOI_ASSIGN_OR_RETURN(std::vector<TokenEntry> tokens, impl->store->tokens());
   impl->api = std::make_unique<ApiServer>(*impl->store, *impl->reconciler, *impl->executor, impl->registry,
                                           std::move(tokens), work_dir);
+  add_deployment_routes(*impl->api, *impl->store, *impl->reconciler, !impl->config.gateway.admin_url.empty());
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;

@@ -17,4 +17,13 @@ namespace koi::cluster {
 
 Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by);
 
+// What submit_job checks against the cluster (the queue, filled in when empty, and the GPU
+// type), for a kind that makes jobs later (a Deployment's replicas) to refuse a bad spec now.
+Status check_job_placement(const Cluster& cluster, JobObject* job);
+
+// Requests a job's cancel (metadata.deletionTimestamp, with a "CancelRequested" event naming
+// `by`); the reconciler stops it. A job already ended or being cancelled is left as it is.
+// FailedPrecondition when the job changed since it was read. The caller wakes the reconciler.
+Status cancel_job(StateStore& store, JobObject* job, const std::string& by);
+
 }  // namespace koi::cluster

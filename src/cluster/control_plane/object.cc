@@ -88,9 +88,7 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   }
   s->replicas = static_cast<int>(spec.int64("replicas", 1, 64).value_or(1));
   YamlReader res = spec.child("resources");
-  if (auto cpu = res.number("cpu", 0.001, 4096)) s->resources.cpu_milli = static_cast<int64_t>(std::llround(*cpu * 1000));
-  if (auto mem = res.int64("memoryMiB", 1, int64_t{1} << 30)) s->resources.memory_mib = *mem;
-  parse_gpus(res, &s->resources);
+  parse_job_resources(res, &s->resources);
   const std::string topology = spec.str("topology", "none");
   if (auto t = topology_from_name(topology)) {
     s->topology = *t;
@@ -200,6 +198,22 @@ std::map<std::string, std::string> map_of(const json::object& o) {
 
 }  // namespace
 
+void parse_job_resources(YamlReader& res, JobResources* r) {
+  if (auto cpu = res.number("cpu", 0.001, 4096)) r->cpu_milli = static_cast<int64_t>(std::llround(*cpu * 1000));
+  if (auto mem = res.int64("memoryMiB", 1, int64_t{1} << 30)) r->memory_mib = *mem;
+  parse_gpus(res, r);
+}
+
+json::object job_resources_json(const JobResources& r) {
+  json::object res;
+  res["cpu"] = number(static_cast<double>(r.cpu_milli) / 1000.0);
+  res["memoryMiB"] = r.memory_mib;
+  res["gpu"] = r.gpu_milli < kGpuMilli ? json::value(r.gpu_milli / double{kGpuMilli}) : json::value(r.gpu);
+  if (r.mig_slices > 0) res["migSlices"] = r.mig_slices;
+  if (!r.gpu_type.empty()) res["gpuType"] = r.gpu_type;
+  return res;
+}
+
 std::string_view job_kind_name(JobKind kind) { return kKindNames[static_cast<int>(kind)]; }
 std::string_view phase_name(JobPhase phase) { return kPhaseNames[static_cast<int>(phase)]; }
 std::optional<JobPhase> phase_from_name(std::string_view name) {
@@ -296,14 +310,7 @@ json::value to_json(const JobObject& j) {
   if (!s.args.empty()) spec["args"] = strings_json(s.args);
   spec["replicas"] = s.replicas;
   if (s.topology != Topology::kNone) spec["topology"] = kTopologyNames[static_cast<int>(s.topology)];
-  json::object res;
-  res["cpu"] = number(static_cast<double>(s.resources.cpu_milli) / 1000.0);
-  res["memoryMiB"] = s.resources.memory_mib;
-  res["gpu"] = s.resources.gpu_milli < kGpuMilli ? json::value(s.resources.gpu_milli / double{kGpuMilli})
-                                                  : json::value(s.resources.gpu);
-  if (s.resources.mig_slices > 0) res["migSlices"] = s.resources.mig_slices;
-  if (!s.resources.gpu_type.empty()) res["gpuType"] = s.resources.gpu_type;
-  spec["resources"] = std::move(res);
+  spec["resources"] = job_resources_json(s.resources);
   spec["queue"] = s.queue;
   spec["priority"] = s.priority;
   spec["preemptible"] = s.preemptible;

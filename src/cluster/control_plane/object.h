@@ -134,6 +134,11 @@ struct JobObject {
   JobStatus status;
 };
 
+class YamlReader;
+// A Job's spec.resources (cpu cores, memoryMiB, gpu, gpuType), also a Deployment's per replica.
+void parse_job_resources(YamlReader& res, JobResources* r);
+boost::json::object job_resources_json(const JobResources& r);
+
 // Parses and validates a Job manifest (YAML or JSON). `ns` is the namespace of the request:
 // a manifest naming another one is refused.
 Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns);
