@@ -308,6 +308,7 @@ json::value to_json(const JobObject& j) {
                                 {"exitCode", r.exit_code},
                                 {"signal", r.signal},
                                 {"lost", r.lost}});
+    if (!r.lost_detail.empty()) reps.back().as_object()["lostDetail"] = r.lost_detail;
   }
   st["replicas"] = std::move(reps);
   if (!t.terminating.empty()) {
@@ -401,6 +402,7 @@ Result<JobObject> job_from_json(const json::value& v) {
     rec.exit_code = static_cast<int>(jnum(ro, "exitCode"));
     rec.signal = static_cast<int>(jnum(ro, "signal"));
     rec.lost = jbool(ro, "lost", false);
+    rec.lost_detail = jstr(ro, "lostDetail");
     t.replicas.push_back(std::move(rec));
   }
   t.terminating = jstr(st, "terminating");

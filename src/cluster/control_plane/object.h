@@ -90,6 +90,7 @@ struct ReplicaRecord {
   int exit_code = 0;
   int signal = 0;
   bool lost = false;  // vanished without an exit record (infrastructure)
+  std::string lost_detail;  // the executor's word on how ("Slurm job 12 ended NODE_FAIL ...")
 };
 
 struct Condition {

@@ -115,6 +115,7 @@ bool Reconciler::poll_replicas(JobObject& job) {
       r.exited = true, r.exit_code = s.exit_code, r.signal = s.signal;
     } else {
       r.lost = true;
+      r.lost_detail = s.detail;
     }
   }
   return all_ended;
@@ -574,7 +575,10 @@ Status Reconciler::reconcile_once(double now) {
           e.code = failed->exit_code, e.signal = failed->signal;
           begin_stop(job, "ReplicaFailed", fmt::format("replica {} {}", replica_index, e.describe()), now, events);
         } else if (lost) {
-          begin_stop(job, "Lost", fmt::format("replica {} was lost", lost - st.replicas.data()), now, events);
+          begin_stop(job, "Lost",
+                     fmt::format("replica {} was lost{}", lost - st.replicas.data(),
+                                 lost->lost_detail.empty() ? "" : ": " + lost->lost_detail),
+                     now, events);
         } else if (all_ended) {
           st.last_exit_code = 0;
           st.last_signal.reset();
