@@ -17,7 +17,7 @@ set_tests_properties(cluster_store_postgres PROPERTIES
 # The Slurm executor against a real Slurm cluster (scripts/slurm_cluster.py: munged,
 # slurmctld, one slurmd per network-namespace host; needs root, slurm-wlm, munge, iproute2).
 # The smoke test is quick; the others train, lose nodes and restart the control plane.
-foreach(t smoke train node_loss preempt restart)
+foreach(t smoke train gang node_loss preempt restart)
   add_test(NAME cluster_slurm_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_slurm_${t}.py)
   set_tests_properties(cluster_slurm_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"

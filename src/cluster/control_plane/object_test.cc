@@ -43,7 +43,7 @@ TEST(JobManifest, RoundTripsThroughJson) {
   job->status.phase = JobPhase::kRestarting;
   job->status.restarts = 2;
   job->status.last_exit_code = 3;
-  job->status.replicas.push_back({"12:34", "/w/a/0", 0, {1, 2}, true, 3, 0, false});
+  job->status.replicas.push_back({"12:34", "/w/a/0", 0, {1, 2}, true, 3, 0, false, ""});
   auto back = job_from_text(job_json_text(*job));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(job_json_text(*back), job_json_text(*job));
@@ -190,6 +190,20 @@ TEST(QueueManifest, ParsesAndNamesBadFields) {
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.status().message(), c.error);
   }
+}
+
+TEST(JobManifest, TopologyIsOneOfTheLevels) {
+  auto job = parse_job_manifest(manifest("{command: [x], replicas: 4, topology: leafSwitch}"), "alpha");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->spec.topology, Topology::kLeaf);
+  auto back = job_from_text(job_json_text(*job));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->spec.topology, Topology::kLeaf);
+  auto bad = parse_job_manifest(manifest("{command: [x], topology: rack}"), "alpha");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("spec.topology: must be none, nvlinkDomain, leafSwitch or spine"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ namespace {
 class FakeExecutor : public Executor {
  public:
   std::string name() const override { return "fake"; }
-  std::vector<NodeSpec> inventory() const override { return {}; }
+  std::vector<NodeSpec> inventory() const override { return nodes; }
   Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) override {
     if (fail_launch) return Status::unavailable("no slots");
     std::vector<ReplicaHandle> out;
@@ -57,6 +57,7 @@ class FakeExecutor : public Executor {
     return n;
   }
 
+  std::vector<NodeSpec> nodes;  // the inventory; the fixture's cluster nodes
   std::vector<ReplicaLaunch> launched;
   std::map<std::string, ReplicaStatus> states;
   std::vector<std::string> signals;
@@ -86,6 +87,7 @@ class ReconcilerTest : public ::testing::Test {
     remove_all(dir_);
   }
   Reconciler& reconciler(const std::string& policy = "priority") {
+    exec_.nodes = cluster_.nodes;
     reconciler_ = std::make_unique<Reconciler>(*store_, exec_, cluster_, registry_,
                                                ReconcilerOptions{dir_ + "/work", "/bin/koi", *policy_by_name(policy), 0.1});
     return *reconciler_;
@@ -282,7 +284,7 @@ TEST_F(ReconcilerTest, RecoverStopsWhatAnInterruptedLaunchStartedAndRequeues) {
   JobObject j = get("alpha", "j");
   j.status.phase = JobPhase::kAdmitted;  // the control plane died between Admitted and Running
   j.status.attempts = 1;
-  j.status.replicas.push_back({"", dir_ + "/work/alpha/j/1/0", 0, {}, false, 0, 0, false});
+  j.status.replicas.push_back({"", dir_ + "/work/alpha/j/1/0", 0, {}, false, 0, 0, false, ""});
   ASSERT_TRUE(store_->update_job(&j, {}).ok());
   exec_.orphans[dir_ + "/work/alpha/j/1/0"] = ReplicaHandle{"orphan", dir_ + "/work/alpha/j/1/0"};
   Reconciler& r = reconciler();
@@ -320,6 +322,24 @@ TEST_F(ReconcilerTest, AJobWhoseQueueLeftTheConfigWaitsAndSaysSo) {
   EXPECT_EQ(j.status.phase, JobPhase::kPending);
   EXPECT_EQ(j.status.reason, "NoQueue");
   EXPECT_TRUE(exec_.launched.empty());
+}
+
+TEST_F(ReconcilerTest, ANodeTheExecutorReportsDownTakesNoWorkUntilItIsBack) {
+  Reconciler& r = reconciler();
+  exec_.nodes[0].state = "down+not_responding";
+  submit("alpha", "a", "{command: [x], resources: {gpu: 1}}", 1);
+  ASSERT_TRUE(r.reconcile_once(10).ok());
+  EXPECT_EQ(get("alpha", "a").status.phase, JobPhase::kPending);
+  EXPECT_FALSE(get("alpha", "a").status.reason.empty());
+  EXPECT_TRUE(exec_.launched.empty());
+  EXPECT_EQ(r.cluster()->nodes[0].gpu_count, 0);  // what plan() saw
+  exec_.nodes[0].state = "";
+  ASSERT_TRUE(r.reconcile_once(11).ok());
+  EXPECT_EQ(get("alpha", "a").status.phase, JobPhase::kRunning);
+  ASSERT_EQ(exec_.launched.size(), 1u);
+  EXPECT_EQ(exec_.launched[0].node_name, "n0");
+  EXPECT_EQ(exec_.launched[0].cpu_milli, 1000);
+  EXPECT_FALSE(exec_.launched[0].mpi_rank);
 }
 
 TEST_F(ReconcilerTest, LaunchFailureIsAnInfrastructureRetry) {
@@ -401,6 +421,7 @@ void ReconcilerTest::live_agrees_with_simulator(uint64_t seed) {
   ASSERT_TRUE(sim.ok()) << sim.status().message();
   ASSERT_GT(sim->preemptions, 0);  // the case exercises preemption
 
+  exec_.nodes = cluster_.nodes;
   reconciler_ = std::make_unique<Reconciler>(*store_, exec_, cluster_, registry_,
                                              ReconcilerOptions{dir_ + "/work", "/bin/koi", policy, 0.1});
   exec_.exit_on_signal = true;
