@@ -519,6 +519,7 @@ std::vector<NodeSpec> schedulable_nodes(std::vector<NodeSpec> nodes) {
 }  // namespace
 
 void Reconciler::refresh_inventory() {
+  executor_.refresh_inventory();
   std::vector<NodeSpec> nodes = schedulable_nodes(executor_.inventory());
   std::lock_guard<std::mutex> lock(mu_);
   if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;

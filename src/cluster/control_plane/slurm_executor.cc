@@ -283,28 +283,26 @@ Result<std::vector<NodeSpec>> SlurmExecutor::read_inventory() const {
 }
 
 std::vector<NodeSpec> SlurmExecutor::inventory() const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::chrono::steady_clock::now() - nodes_time_ < kInventoryMaxAge) return nodes_;
-  }
-  auto fresh = read_inventory();
   std::lock_guard<std::mutex> lock(mu_);
+  return nodes_;
+}
+
+void SlurmExecutor::refresh_inventory() {
+  if (std::chrono::steady_clock::now() - nodes_time_ < kInventoryMaxAge) return;
   nodes_time_ = std::chrono::steady_clock::now();
+  auto fresh = read_inventory();
   if (!fresh.ok()) {
     log::warn("slurm: keeping the last inventory: {}", fresh.status().message());
-    return nodes_;
+    return;
   }
+  std::lock_guard<std::mutex> lock(mu_);
   // Keep the order (replica records name nodes by index); a node Slurm no longer lists
-  // stays, down, so that indices never shift.
+  // stays, unschedulable, so that indices never shift.
   std::vector<NodeSpec> merged;
   for (const NodeSpec& old : nodes_) {
     auto it = std::find_if(fresh->begin(), fresh->end(), [&](const NodeSpec& n) { return n.name == old.name; });
-    if (it != fresh->end()) {
-      merged.push_back(*it);
-    } else {
-      merged.push_back(old);
-      merged.back().state = "removed";
-    }
+    merged.push_back(it != fresh->end() ? *it : old);
+    if (it == fresh->end()) merged.back().state = "removed";
   }
   for (const NodeSpec& n : *fresh) {
     if (std::none_of(nodes_.begin(), nodes_.end(), [&](const NodeSpec& o) { return o.name == n.name; })) {
@@ -312,7 +310,6 @@ std::vector<NodeSpec> SlurmExecutor::inventory() const {
     }
   }
   nodes_ = std::move(merged);
-  return nodes_;
 }
 
 Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<ReplicaLaunch>& gang) {
@@ -329,8 +326,9 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
     std::filesystem::remove(path_join(r.dir, "exit"), ec);
   }
   // A node plan() chose that Slurm now reports down would only leave the job pending.
+  const std::vector<NodeSpec> nodes_now = inventory();
   for (const ReplicaLaunch& r : gang) {
-    for (const NodeSpec& n : inventory()) {
+    for (const NodeSpec& n : nodes_now) {
       if (n.name == r.node_name && !n.state.empty()) {
         return Status::unavailable(fmt::format("node {} is {} in Slurm", n.name, n.state));
       }
@@ -497,7 +495,8 @@ std::optional<ReplicaHandle> SlurmExecutor::find(const std::string& dir) {
   return std::nullopt;
 }
 
-std::string SlurmExecutor::lost_node(const JobState& job) const {
+std::string SlurmExecutor::lost_node(const JobState& job) {
+  refresh_inventory();
   const std::vector<NodeSpec> nodes = inventory();
   for (const std::string& name : expand_hostlist(job.nodes)) {
     for (const NodeSpec& n : nodes) {
@@ -511,6 +510,7 @@ Status SlurmExecutor::signal_job(const std::string& job, int sig) {
   const auto now = std::chrono::steady_clock::now();
   auto it = signalled_.find({job, sig});
   if (it != signalled_.end() && now - it->second < kSignalDedup) return ok_status();
+  std::erase_if(signalled_, [&](const auto& entry) { return now - entry.second >= kSignalDedup; });
   signalled_[{job, sig}] = now;
   if (sig == SIGKILL) {
     auto killed = run({"scancel", "--signal=KILL", "--full", job});
