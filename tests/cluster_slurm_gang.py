@@ -3,7 +3,8 @@ each that needs one leaf switch runs on the two hosts of switch s0 (h0, h1) as o
 allocation. With h1 drained in Slurm (the control plane sees it unschedulable) the same job
 waits, with plan()'s reason, and nothing of it reaches Slurm (never a partial gang), while a
 4-replica job without the topology constraint runs on h0 and h2; when h1 is resumed the
-waiting job starts on h0 and h1."""
+waiting job starts on h0 and h1. The node's changes are in the store as events."""
+import sqlite3
 import subprocess
 import time
 
@@ -68,6 +69,14 @@ def run(cp, slurm):
     j = cp.wait_phase(A, "g2", ["Succeeded", "Failed"])
     check(j["status"]["phase"] == "Succeeded", j["status"]["message"])
     check(sorted(set(placed_hosts(cp, "g2"))) == ["h0", "h1"], "g2 placed on %s" % placed_hosts(cp, "g2"))
+    # The node's changes reached the store: events and the Node object.
+    db = sqlite3.connect(cp.store[len("sqlite:"):])
+    reasons = [r for (r,) in db.execute(
+        "SELECT reason FROM cluster_events WHERE kind = 'Node' AND name = 'h1' ORDER BY resource_version")]
+    body = db.execute("SELECT body FROM cluster_objects WHERE kind = 'Node' AND name = 'h1'").fetchone()
+    db.close()
+    check(reasons == ["NodeUnschedulable", "NodeReady"], "h1's events: %s" % reasons)
+    check(body and "unschedulable" not in body[0], "h1's object: %s" % body)
 
 
 if __name__ == "__main__":
