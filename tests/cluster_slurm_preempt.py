@@ -11,11 +11,11 @@ from cluster_harness import check, last_step, manifest, run_slurm_test, same_wei
 from cluster_slurm_node_loss import mpirun_baseline
 
 A, B = "alpha-token", "beta-token"
-STEPS = 2000
+STEPS = 1200
 
 
 def run(cp, slurm):
-    recipe = tiny_recipe(cp.root, STEPS, interval=500)
+    recipe = tiny_recipe(cp.root, STEPS, interval=400)
     ckpt = os.path.join(cp.root, "ckpt")
     low = {"kind": "train", "recipe": recipe, "args": ["--threads", "1"], "checkpointDir": ckpt, "priority": 0,
            "replicas": 2, "preemptible": True, "resources": {"gpu": 2, "cpu": 1, "memoryMiB": 512},
