@@ -116,6 +116,17 @@ std::string attempt_dir(const std::string& replica_dir) {
   return std::filesystem::path(replica_dir).parent_path().string();
 }
 
+// "; srun said: <last line>" from the attempt's batch log (srun's own errors), or "".
+std::string batch_log_tail(const std::string& replica_dir) {
+  auto text = read_file(path_join(attempt_dir(replica_dir), "slurm-batch.log"));
+  if (!text.ok()) return "";
+  std::string t = *text;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) return "";
+  const size_t nl = t.rfind('\n');
+  return "; srun said: " + (nl == std::string::npos ? t : t.substr(nl + 1));
+}
+
 }  // namespace
 
 std::vector<std::string> expand_hostlist(const std::string& list) {
@@ -467,12 +478,14 @@ ReplicaStatus SlurmExecutor::status(const ReplicaHandle& replica) {
   }
   if (!j.known) {
     s.state = ReplicaState::kLost;
-    s.detail = fmt::format("Slurm has no record of job {} and replica {} left no exit record", id.job, id.task);
+    s.detail = fmt::format("Slurm has no record of job {} and replica {} left no exit record{}", id.job, id.task,
+                           batch_log_tail(replica.dir));
     return s;
   }
   if (terminal(j.state)) {
     s.state = ReplicaState::kLost;
-    s.detail = fmt::format("Slurm job {} ended {} and replica {} left no exit record", id.job, j.state, id.task);
+    s.detail = fmt::format("Slurm job {} ended {} and replica {} left no exit record{}", id.job, j.state, id.task,
+                           batch_log_tail(replica.dir));
     return s;
   }
   if (j.state == "PENDING" && pending_on_lost_node(j.reason)) {
