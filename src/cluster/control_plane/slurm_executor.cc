@@ -332,6 +332,11 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
     if (r.gpus.size() != gang[0].gpus.size() || r.cpu_milli != gang[0].cpu_milli || r.memory_mib != gang[0].memory_mib) {
       return Status::invalid_argument("a Slurm gang's replicas must ask for the same resources");
     }
+    // plan() would pack fractions that Slurm rounds up, leaving the job pending in Slurm.
+    if (r.cpu_milli % 1000 != 0) {
+      return Status::invalid_argument(fmt::format(
+          "resources.cpu {:g}: Slurm allocates whole CPUs; ask for a whole number", r.cpu_milli / 1000.0));
+    }
     std::filesystem::create_directories(r.dir, ec);
     if (ec) return Status::io_error(fmt::format("cannot create the replica directory {}: {}", r.dir, ec.message()));
     std::filesystem::remove(path_join(r.dir, "exit"), ec);
@@ -361,7 +366,7 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
   }
   const std::string hostfile_path = path_join(dir, "slurm-hostfile");
   const std::string task_path = path_join(dir, "slurm-task.sh"), batch_path = path_join(dir, "slurm-batch.sh");
-  const int cpus = std::max<int>(1, static_cast<int>((gang[0].cpu_milli + 999) / 1000));
+  const int cpus = std::max<int>(1, static_cast<int>(gang[0].cpu_milli / 1000));
   const int64_t mem_per_cpu = std::max<int64_t>(1, (gang[0].memory_mib + cpus - 1) / cpus);
   const std::string mpi = gang[0].mpi_rank ? options_.mpi : "none";
   KOI_RETURN_IF_ERROR(write_file_atomic(hostfile_path, hostfile));
