@@ -8,7 +8,8 @@ the root namespace. Fake GPUs are gres backed by empty
 files (AutoDetect=off; Slurm 22.05 drops file-less GPUs); a
 topology.conf puts h0 and h1 under leaf switch s0, h2 under s1, both under spine sp0.
 No accounting: finished jobs go to the job-completion log (jobcomp/filetxt). Everything
-lives under one temporary directory and is stopped and removed at the end, even on failure.
+lives under one temporary directory and is stopped and removed at the end, even on failure;
+what a cluster whose owner was killed (SIGKILL) left behind is removed by the next start.
 
 As a library (the tests):
     with SlurmCluster(hosts=3) as slurm:
@@ -21,6 +22,7 @@ By hand:
 Needs root (namespaces, bridges) and the packages slurm-wlm, munge and iproute2.
 """
 import argparse
+import glob
 import os
 import shutil
 import signal
@@ -88,7 +90,10 @@ class SlurmCluster:
         return False
 
     def start(self):
+        reap_stale()
         self.root = tempfile.mkdtemp(prefix="koi-slurm-")
+        with open(os.path.join(self.root, "owner"), "w") as f:
+            f.write("%d %s %s\n" % (os.getpid(), self.bridge, " ".join(self.ns.values())))
         for d in ["state", "log", "munge"] + ["spool/" + h for h in self.hosts] + ["tmp/" + h for h in self.hosts]:
             os.makedirs(os.path.join(self.root, d))
         self._network()
@@ -164,7 +169,7 @@ JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 SlurmdParameters=config_overrides
 ReturnToService=2
-SlurmdTimeout=5
+SlurmdTimeout=8
 SlurmctldTimeout=10
 MessageTimeout=5
 InactiveLimit=0
@@ -194,8 +199,11 @@ PartitionName=koi Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def _spawn(self, name, argv):
         log = open(os.path.join(self.root, "log", name + ".out"), "w")
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(os.environ, SLURM_CONF=self.conf if hasattr(self, "conf") else ""))
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                             env=dict(os.environ, SLURM_CONF=self.conf if hasattr(self, "conf") else ""))
+        with open(os.path.join(self.root, "pids"), "a") as f:  # for reap_stale()
+            f.write("%d\n" % p.pid)
+        return p
 
     def _wait(self, ready, what, deadline_s=30):
         end = time.time() + deadline_s
@@ -218,10 +226,9 @@ PartitionName=koi Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         """Node loss: slurmd and every process in the host's namespace get SIGKILL."""
         p = self.procs.pop("slurmd-" + h, None)
         if p:
-            os.killpg(p.pid, signal.SIGKILL)
+            _kill(p.pid)
             p.wait()
-        pids = _run("ip", "netns", "pids", self.ns[h], check=False).stdout.split()
-        for pid in pids:
+        for pid in _run("ip", "netns", "pids", self.ns[h], check=False).stdout.split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
@@ -245,10 +252,7 @@ PartitionName=koi Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             self.stop_host(h)
         for name, p in list(self.procs.items()):
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                _kill(p.pid)
                 p.wait()
         self.procs.clear()
         for h, ns in self.ns.items():
@@ -256,6 +260,38 @@ PartitionName=koi Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         _run("ip", "link", "del", self.bridge, check=False)
         if self.root and not os.environ.get("KOI_KEEP_SLURM"):
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def reap_stale():
+    """Removes what a test cluster whose owner died without its teardown (a test killed by a
+    timeout) left: daemons, namespaces with their processes, the bridge, the directory."""
+    for root in glob.glob(os.path.join(tempfile.gettempdir(), "koi-slurm-*")):
+        try:
+            with open(os.path.join(root, "owner")) as f:
+                owner, bridge, *namespaces = f.read().split()
+        except (OSError, ValueError):
+            continue
+        if os.path.exists("/proc/%s" % owner):
+            continue
+        try:
+            with open(os.path.join(root, "pids")) as f:
+                for pid in f.read().split():
+                    _kill(int(pid))
+        except OSError:
+            pass
+        for ns in namespaces:
+            for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split():
+                _kill(int(pid))
+            _run("ip", "netns", "del", ns, check=False)
+        _run("ip", "link", "del", bridge, check=False)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main():

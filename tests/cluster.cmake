@@ -25,13 +25,15 @@ set_tests_properties(cluster_crash_postgres PROPERTIES
 # The Slurm executor against a real Slurm cluster (scripts/slurm_cluster.py: munged,
 # slurmctld, one slurmd per network-namespace host; needs root, slurm-wlm, munge, iproute2).
 # The smoke test is quick; the others train, lose nodes and restart the control plane.
-foreach(t smoke train node_loss)
+foreach(t smoke train gang node_loss preempt restart)
   add_test(NAME cluster_slurm_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_slurm_${t}.py)
   set_tests_properties(cluster_slurm_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
     LABELS "integration;slurm" TIMEOUT 180)
 endforeach()
-set_tests_properties(cluster_slurm_node_loss PROPERTIES LABELS "slow;slurm")
+foreach(t node_loss restart)
+  set_tests_properties(cluster_slurm_${t} PROPERTIES LABELS "slow;slurm" TIMEOUT 300)
+endforeach()
 # Deployments (docs/cluster.md): koi serve replicas of stories260K as jobs, registered with a
 # real koi gateway; rollouts and autoscaling under load from the official openai npm client.
 foreach(t deploy_rollout deploy_autoscale)

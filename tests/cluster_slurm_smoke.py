@@ -2,7 +2,8 @@
 4096 MiB and 2 fake H100 each, leaf switches s0/s1 under spine sp0); a 2-replica gang runs as
 one Slurm allocation with a task on each of two hosts (distinct network namespaces), each in
 its own directory with its own environment and log; a replica's exit code reaches the job's
-status; a bad executor key is refused by name."""
+status; a fractional CPU request is refused with its reason; a bad executor key is refused by
+name."""
 import json
 import os
 
@@ -45,6 +46,14 @@ def run(cp, slurm):
     cp.koi(A, "job", "submit", "-f", write(cp.root, "fail.json", manifest("fail", fail)))
     j = cp.wait_phase(A, "fail", ["Succeeded", "Failed"])
     check(j["status"]["phase"] == "Failed" and j["status"].get("lastExitCode") in (3, 4), json.dumps(j["status"]))
+
+    half = {"command": ["true"], "resources": {"cpu": 0.5}}
+    cp.koi(A, "job", "submit", "-f", write(cp.root, "half.json", manifest("half", half)))
+    j = cp.wait_phase(A, "half", ["Restarting"])
+    check(j["status"]["reason"] == "LaunchFailed" and
+          "resources.cpu 0.5: Slurm allocates whole CPUs" in j["status"]["message"], str(j["status"]))
+    cp.koi(A, "job", "cancel", "half")
+    cp.wait_phase(A, "half", ["Cancelled"])
 
     bad = write(cp.root, "bad.yaml", "executor: {type: slurm, partitio: koi}\nqueues:\n  - {name: q, tenant: t}\n"
                 "tenants:\n  - {name: t, token: t-token-1}\n")

@@ -52,6 +52,10 @@ def run(cp, slurm):
     admitted = [e["message"] for e in cp.koi_json(A, "job", "events", "dp")["items"] if e["reason"] == "Admitted"]
     hosts = admitted[0].split("placed on ")[1].split(", ")
     check(len(hosts) == 2 and hosts[0] != hosts[1], "the ranks were not placed on two hosts: %s" % admitted)
+    started = [e["message"] for e in cp.koi_json(A, "job", "events", "dp")["items"] if e["reason"] == "Started"][0]
+    ids = started.rsplit("(", 1)[1].split(")")[0].split(", ")  # "... started by the slurm executor (7.0, 7.1)"
+    check(len(ids) == 2 and ids[0].split(".")[0] == ids[1].split(".")[0] and ids[0] != ids[1],
+          "not one Slurm allocation with two tasks: %s" % started)
     for r in (0, 1):
         log = cp.koi(A, "job", "logs", "dp", "--replica", str(r)).stdout
         check(log.strip() == "" or "rank" in log or "steps" in log, "replica %d log: %s" % (r, log[-300:]))

@@ -1,7 +1,7 @@
 // koi cluster serve: the control plane (src/cluster/control_plane, docs/cluster.md): the
-// REST API, the store, the reconcile loop and the local executor. SIGTERM or Ctrl-C stops
-// it and leaves the jobs running; the next start adopts them.
-// koi cluster exec: the local executor's replica wrapper (internal; see local_executor.h).
+// REST API, the store, the reconcile loop and the executor the config names (local or
+// slurm). SIGTERM or Ctrl-C stops it and leaves the jobs running; the next start adopts them.
+// koi cluster exec: the executors' replica wrapper (internal; see local_executor.h).
 // koi cluster join: its helper that enters the replica's limit group (replica_wrapper.h).
 #include <signal.h>
 
@@ -27,7 +27,7 @@ struct ServeFlags {
 int run_serve(const ServeFlags& f) {
   cluster::ControlPlaneOptions o = f.options;
   if (o.store_url.empty()) return fail("--store is required: sqlite:PATH or postgres://...");
-  if (o.config_path.empty()) return fail("--config is required: the cluster.yaml with nodes, queues and tenants");
+  if (o.config_path.empty()) return fail("--config is required: the cluster.yaml with the executor, nodes, queues and tenants");
   if (std::string e = port_error("--port", o.port); !e.empty()) return fail(e);
   std::error_code ec;
   o.koi_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
@@ -85,7 +85,7 @@ Runner setup_join(CLI::App* app) {
 
 }  // namespace
 KOI_COMMAND(cluster, "the control plane: jobs, queues, quotas, placement and healing on an executor", setup_cluster);
-KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API, store, reconcile loop, local executor", setup_serve);
-KOI_SUBCOMMAND(cluster, exec, "internal: the local executor's replica wrapper", setup_exec);
+KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API, store, reconcile loop, executor (config executor.type: local or slurm)", setup_serve);
+KOI_SUBCOMMAND(cluster, exec, "internal: the executors' replica wrapper", setup_exec);
 KOI_SUBCOMMAND(cluster, join, "internal: enter a replica's limit group, then exec its command", setup_join);
 }  // namespace koi::cli

@@ -1,4 +1,5 @@
-// koi node list: the executor's inventory (the declared nodes for the local executor).
+// koi node list: the executor's inventory (the declared nodes for the local executor, Slurm's
+// for the slurm executor), with topology labels and whether each node takes work.
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
@@ -16,7 +17,8 @@ int run_node_list(const ClusterFlags& f) {
   auto list = client->call("GET", "/apis/v1/nodes");
   if (!list.ok()) return fail(list.status().message());
   if (*print_structured(*list, f.output)) return 0;
-  std::vector<std::vector<std::string>> rows{{"NAME", "CPU(USED/ALL)", "MEMORY(MiB)", "GPUS(USED/ALL)", "GPU TYPE", "GPUS IN USE"}};
+  std::vector<std::vector<std::string>> rows{{"NAME", "CPU(USED/ALL)", "MEMORY(MiB)", "GPUS(USED/ALL)", "GPU TYPE", "GPUS IN USE",
+                                              "TOPOLOGY", "STATE"}};
   for (const json::value& n : list->at("items").as_array()) {
     const json::object& spec = n.at("spec").as_object();
     const json::value* gpus = spec.if_contains("gpus");
@@ -31,11 +33,22 @@ int run_node_list(const ClusterFlags& f) {
       for (const json::value& g : a.at("gpus").as_array()) in_use += (in_use.empty() ? "" : ",") + std::to_string(g.to_number<int64_t>());
       used = a.at("gpus").as_array().size();
     }
+    std::string topology;
+    if (const json::value* t = spec.if_contains("topology")) {
+      for (const char* level : {"nvlinkDomain", "leafSwitch", "spine"}) {
+        if (const json::value* v = t->as_object().if_contains(level)) {
+          topology += (topology.empty() ? "" : "/") + std::string(v->as_string());
+        }
+      }
+    }
+    const json::value* unschedulable = spec.if_contains("unschedulable");
     rows.push_back({std::string(n.at("metadata").at("name").as_string()),
                     fmt::format("{:g}/{:g}", cpu, spec.at("cpu").to_number<double>()),
                     fmt::format("{}/{}", memory, spec.at("memoryMiB").to_number<int64_t>()),
                     fmt::format("{}/{}", used, gpus ? gpus->at("count").to_number<int64_t>() : 0),
-                    gpus ? std::string(gpus->at("type").as_string()) : "-", in_use.empty() ? "-" : in_use});
+                    gpus ? std::string(gpus->at("type").as_string()) : "-", in_use.empty() ? "-" : in_use,
+                    topology.empty() ? "-" : topology,
+                    unschedulable ? std::string(unschedulable->as_string()) : "ready"});
   }
   print_table(rows);
   return 0;

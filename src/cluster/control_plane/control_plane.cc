@@ -54,8 +54,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   if (ec) return Status::io_error("--work-dir " + o.work_dir + ": " + ec.message());
   const std::string work_dir = std::filesystem::absolute(o.work_dir).string();
   KOI_ASSIGN_OR_RETURN(impl->store, StateStore::open(o.store_url));
-  KOI_RETURN_IF_ERROR(impl->store->sync_config(impl->config));
   KOI_ASSIGN_OR_RETURN(impl->executor, make_executor(impl->config.executor, impl->config.nodes, work_dir, o.koi_binary));
+  impl->config.nodes = impl->executor->inventory();  // Slurm's nodes are the declared ones
+  KOI_RETURN_IF_ERROR(impl->store->sync_config(impl->config));
   ReconcilerOptions ro{work_dir, o.koi_binary, policy, impl->config.reconcile_interval_seconds};
   impl->reconciler = std::make_unique<Reconciler>(*impl->store, *impl->executor,
                                                   make_cluster(impl->executor->inventory(), impl->config.queues),

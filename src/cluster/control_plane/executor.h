@@ -10,8 +10,10 @@
 //
 // Slots:
 //   inventory()  the nodes this executor offers (local: the declared ones, unchanged;
-//                Slurm: what slurmctld reports, read again every second). A node with
-//                NodeSpec::state set (down, drained) takes no new work. Thread-safe.
+//                Slurm: what slurmctld last reported). A node with NodeSpec::state set
+//                (down, drained) takes no new work. Thread-safe; never blocks on a backend.
+//   refresh_inventory()  optional (default: nothing): asks the backend again; the
+//                reconciler calls it at the start of every round
 //   launch()     starts a whole gang or nothing: on failure every replica it started is
 //                stopped before it returns the error (an infrastructure failure); one
 //                handle per replica, in order (an MPI gang's replicas may share one)
@@ -76,6 +78,7 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string name() const = 0;
   virtual std::vector<NodeSpec> inventory() const = 0;
+  virtual void refresh_inventory() {}
   virtual Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) = 0;
   virtual bool adopt(const ReplicaHandle& replica) = 0;
   virtual ReplicaStatus status(const ReplicaHandle& replica) = 0;

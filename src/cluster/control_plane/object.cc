@@ -362,6 +362,7 @@ json::value to_json(const JobObject& j) {
                                 {"lost", r.lost},
                                 {"oomKilled", r.oom_killed},
                                 {"peakMemoryBytes", r.peak_memory_bytes}});
+    if (!r.lost_detail.empty()) reps.back().as_object()["lostDetail"] = r.lost_detail;
   }
   st["replicas"] = std::move(reps);
   if (!t.terminating.empty()) {
@@ -454,6 +455,7 @@ Result<JobObject> job_from_json(const json::value& v) {
     rec.lost = jbool(ro, "lost", false);
     rec.oom_killed = jbool(ro, "oomKilled", false);
     rec.peak_memory_bytes = static_cast<int64_t>(jnum(ro, "peakMemoryBytes"));
+    rec.lost_detail = jstr(ro, "lostDetail");
     t.replicas.push_back(std::move(rec));
   }
   t.terminating = jstr(st, "terminating");

@@ -96,6 +96,7 @@ struct ReplicaRecord {
   bool lost = false;  // vanished without an exit record (infrastructure)
   bool oom_killed = false;        // the OOM killer ended it at its memory limit
   int64_t peak_memory_bytes = 0;  // as its limit group saw it; 0 = unknown
+  std::string lost_detail;  // the executor's word on how ("Slurm job 12 ended NODE_FAIL ...")
 };
 
 struct Condition {

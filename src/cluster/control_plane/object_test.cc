@@ -65,7 +65,7 @@ TEST(JobManifest, RoundTripsThroughJson) {
   job->status.phase = JobPhase::kRestarting;
   job->status.restarts = 2;
   job->status.last_exit_code = 3;
-  job->status.replicas.push_back({"12:34", "/w/a/0", 0, {1, 2}, true, 3, 0, false});
+  job->status.replicas.push_back({"12:34", "/w/a/0", 0, {1, 2}, true, 3, 0, false, ""});
   auto back = job_from_text(job_json_text(*job));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(job_json_text(*back), job_json_text(*job));

@@ -130,6 +130,7 @@ bool Reconciler::poll_replicas(JobObject& job) {
       r.oom_killed = s.oom_killed, r.peak_memory_bytes = s.peak_memory_bytes;
     } else {
       r.lost = true;
+      r.lost_detail = s.detail;
     }
   }
   return all_ended;
@@ -536,29 +537,45 @@ std::vector<NodeSpec> schedulable_nodes(std::vector<NodeSpec> nodes) {
 
 }  // namespace
 
-void Reconciler::refresh_inventory() {
-  std::vector<NodeSpec> nodes = schedulable_nodes(executor_.inventory());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;
-  const auto same = [](const NodeSpec& a, const NodeSpec& b) {
-    return a.name == b.name && a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib &&
-           a.gpu_count == b.gpu_count && a.gpu_type == b.gpu_type && a.state == b.state &&
-           a.leaf_switch == b.leaf_switch && a.spine == b.spine && a.nvlink_domain == b.nvlink_domain;
-  };
-  if (nodes.size() == cluster_.nodes.size() && std::equal(nodes.begin(), nodes.end(), cluster_.nodes.begin(), same)) return;
-  for (const NodeSpec& n : nodes) {
-    auto old = std::find_if(cluster_.nodes.begin(), cluster_.nodes.end(), [&](const NodeSpec& o) { return o.name == n.name; });
-    if (old != cluster_.nodes.end() && old->state != n.state) {
-      log::info("node {}: {}", n.name, n.state.empty() ? "takes work again" : n.state);
+void Reconciler::refresh_inventory(double now) {
+  executor_.refresh_inventory();
+  const std::vector<NodeSpec> reported = executor_.inventory();
+  std::vector<NodeSpec> nodes = schedulable_nodes(reported);
+  std::vector<const NodeSpec*> changed;  // nodes that stopped or started taking work, for the store
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cluster_changed_) cluster_ = *published_, cluster_changed_ = false;
+    const auto same = [](const NodeSpec& a, const NodeSpec& b) {
+      return a.name == b.name && a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib &&
+             a.gpu_count == b.gpu_count && a.gpu_type == b.gpu_type && a.state == b.state &&
+             a.leaf_switch == b.leaf_switch && a.spine == b.spine && a.nvlink_domain == b.nvlink_domain;
+    };
+    if (nodes.size() == cluster_.nodes.size() && std::equal(nodes.begin(), nodes.end(), cluster_.nodes.begin(), same)) {
+      return;
     }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      auto old = std::find_if(cluster_.nodes.begin(), cluster_.nodes.end(),
+                              [&](const NodeSpec& o) { return o.name == nodes[i].name; });
+      if (old == cluster_.nodes.end() || old->state.empty() != nodes[i].state.empty()) changed.push_back(&reported[i]);
+    }
+    cluster_ = make_cluster(std::move(nodes), cluster_.queues);
+    published_ = std::make_shared<const Cluster>(cluster_);
   }
-  cluster_ = make_cluster(std::move(nodes), cluster_.queues);
-  published_ = std::make_shared<const Cluster>(cluster_);
+  for (const NodeSpec* n : changed) {
+    Event e;
+    e.kind = "Node", e.name = n->name, e.time = now;
+    e.type = n->state.empty() ? "Normal" : "Warning";
+    e.reason = n->state.empty() ? "NodeReady" : "NodeUnschedulable";
+    e.message = n->state.empty() ? "the " + executor_.name() + " executor reports it takes work"
+                                 : "the " + executor_.name() + " executor reports it " + n->state + "; it takes no new work";
+    log::info("node {}: {}", n->name, e.message);
+    if (Status s = store_.put_node(*n, e); !s.ok()) log::warn("node {}: {}", n->name, s.message());
+  }
 }
 
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
-  refresh_inventory();
+  refresh_inventory(now);
   KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, store_.list_jobs("", true));
 
   // Watch running work; stop what must stop; heal what stopped.
@@ -592,7 +609,10 @@ Status Reconciler::reconcile_once(double now) {
           begin_stop(job, "ReplicaFailed", failure_message(job, *failed, replica_index), now, events);
           if (failed->oom_killed) event(events, job, "Warning", "OOMKilled", failure_message(job, *failed, replica_index), now);
         } else if (lost) {
-          begin_stop(job, "Lost", fmt::format("replica {} was lost", lost - st.replicas.data()), now, events);
+          begin_stop(job, "Lost",
+                     fmt::format("replica {} was lost{}", lost - st.replicas.data(),
+                                 lost->lost_detail.empty() ? "" : ": " + lost->lost_detail),
+                     now, events);
         } else if (all_ended) {
           st.last_exit_code = 0;
           st.last_signal.reset();

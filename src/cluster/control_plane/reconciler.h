@@ -135,8 +135,9 @@ class Reconciler {
                         bool only_waiting);
   void loop();
   // Takes the executor's inventory (node states: down, drained, back) into cluster_ and
-  // publishes it when it changed; applies a pending queue update first.
-  void refresh_inventory();
+  // publishes it when it changed; a node that stopped or started taking work is written to
+  // the store with an event (NodeUnschedulable, NodeReady). Applies a pending queue update first.
+  void refresh_inventory(double now);
 
   StateStore& store_;
   Executor& executor_;

@@ -320,7 +320,7 @@ TEST_F(ReconcilerTest, RecoverStopsWhatAnInterruptedLaunchStartedAndRequeues) {
   JobObject j = get("alpha", "j");
   j.status.phase = JobPhase::kAdmitted;  // the control plane died between Admitted and Running
   j.status.attempts = 1;
-  j.status.replicas.push_back({"", dir_ + "/work/alpha/j/1/0", 0, {}, false, 0, 0, false});
+  j.status.replicas.push_back({"", dir_ + "/work/alpha/j/1/0", 0, {}, false, 0, 0, false, ""});
   ASSERT_TRUE(store_->update_job(&j, {}).ok());
   exec_.orphans[dir_ + "/work/alpha/j/1/0"] = ReplicaHandle{"orphan", dir_ + "/work/alpha/j/1/0"};
   Reconciler& r = reconciler();
@@ -358,6 +358,24 @@ TEST_F(ReconcilerTest, AJobWhoseQueueLeftTheConfigWaitsAndSaysSo) {
   EXPECT_EQ(j.status.phase, JobPhase::kPending);
   EXPECT_EQ(j.status.reason, "NoQueue");
   EXPECT_TRUE(exec_.launched.empty());
+}
+
+TEST_F(ReconcilerTest, ANodeTheExecutorReportsDownTakesNoWorkUntilItIsBack) {
+  Reconciler& r = reconciler();
+  exec_.nodes[0].state = "down+not_responding";
+  submit("alpha", "a", "{command: [x], resources: {gpu: 1}}", 1);
+  ASSERT_TRUE(r.reconcile_once(10).ok());
+  EXPECT_EQ(get("alpha", "a").status.phase, JobPhase::kPending);
+  EXPECT_FALSE(get("alpha", "a").status.reason.empty());
+  EXPECT_TRUE(exec_.launched.empty());
+  EXPECT_EQ(r.cluster()->nodes[0].gpu_count, 0);  // what plan() saw
+  exec_.nodes[0].state = "";
+  ASSERT_TRUE(r.reconcile_once(11).ok());
+  EXPECT_EQ(get("alpha", "a").status.phase, JobPhase::kRunning);
+  ASSERT_EQ(exec_.launched.size(), 1u);
+  EXPECT_EQ(exec_.launched[0].node_name, "n0");
+  EXPECT_EQ(exec_.launched[0].cpu_milli, 1000);
+  EXPECT_FALSE(exec_.launched[0].mpi);
 }
 
 TEST_F(ReconcilerTest, LaunchFailureIsAnInfrastructureRetry) {

@@ -118,6 +118,17 @@ std::string attempt_dir(const std::string& replica_dir) {
   return std::filesystem::path(replica_dir).parent_path().string();
 }
 
+// "; srun said: <last line>" from the attempt's batch log (srun's own errors), or "".
+std::string batch_log_tail(const std::string& replica_dir) {
+  auto text = read_file(path_join(attempt_dir(replica_dir), "slurm-batch.log"));
+  if (!text.ok()) return "";
+  std::string t = *text;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) return "";
+  const size_t nl = t.rfind('\n');
+  return "; srun said: " + (nl == std::string::npos ? t : t.substr(nl + 1));
+}
+
 }  // namespace
 
 std::vector<std::string> expand_hostlist(const std::string& list) {
@@ -285,28 +296,26 @@ Result<std::vector<NodeSpec>> SlurmExecutor::read_inventory() const {
 }
 
 std::vector<NodeSpec> SlurmExecutor::inventory() const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::chrono::steady_clock::now() - nodes_time_ < kInventoryMaxAge) return nodes_;
-  }
-  auto fresh = read_inventory();
   std::lock_guard<std::mutex> lock(mu_);
+  return nodes_;
+}
+
+void SlurmExecutor::refresh_inventory() {
+  if (std::chrono::steady_clock::now() - nodes_time_ < kInventoryMaxAge) return;
   nodes_time_ = std::chrono::steady_clock::now();
+  auto fresh = read_inventory();
   if (!fresh.ok()) {
     log::warn("slurm: keeping the last inventory: {}", fresh.status().message());
-    return nodes_;
+    return;
   }
+  std::lock_guard<std::mutex> lock(mu_);
   // Keep the order (replica records name nodes by index); a node Slurm no longer lists
-  // stays, down, so that indices never shift.
+  // stays, unschedulable, so that indices never shift.
   std::vector<NodeSpec> merged;
   for (const NodeSpec& old : nodes_) {
     auto it = std::find_if(fresh->begin(), fresh->end(), [&](const NodeSpec& n) { return n.name == old.name; });
-    if (it != fresh->end()) {
-      merged.push_back(*it);
-    } else {
-      merged.push_back(old);
-      merged.back().state = "removed";
-    }
+    merged.push_back(it != fresh->end() ? *it : old);
+    if (it == fresh->end()) merged.back().state = "removed";
   }
   for (const NodeSpec& n : *fresh) {
     if (std::none_of(nodes_.begin(), nodes_.end(), [&](const NodeSpec& o) { return o.name == n.name; })) {
@@ -314,7 +323,6 @@ std::vector<NodeSpec> SlurmExecutor::inventory() const {
     }
   }
   nodes_ = std::move(merged);
-  return nodes_;
 }
 
 Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<ReplicaLaunch>& gang) {
@@ -326,13 +334,19 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
     if (r.gpus.size() != gang[0].gpus.size() || r.cpu_milli != gang[0].cpu_milli || r.memory_mib != gang[0].memory_mib) {
       return Status::invalid_argument("a Slurm gang's replicas must ask for the same resources");
     }
+    // plan() would pack fractions that Slurm rounds up, leaving the job pending in Slurm.
+    if (r.cpu_milli % 1000 != 0) {
+      return Status::invalid_argument(fmt::format(
+          "resources.cpu {:g}: Slurm allocates whole CPUs; ask for a whole number", r.cpu_milli / 1000.0));
+    }
     std::filesystem::create_directories(r.dir, ec);
     if (ec) return Status::io_error(fmt::format("cannot create the replica directory {}: {}", r.dir, ec.message()));
     std::filesystem::remove(path_join(r.dir, "exit"), ec);
   }
   // A node plan() chose that Slurm now reports down would only leave the job pending.
+  const std::vector<NodeSpec> nodes_now = inventory();
   for (const ReplicaLaunch& r : gang) {
-    for (const NodeSpec& n : inventory()) {
+    for (const NodeSpec& n : nodes_now) {
       if (n.name == r.node_name && !n.state.empty()) {
         return Status::unavailable(fmt::format("node {} is {} in Slurm", n.name, n.state));
       }
@@ -354,7 +368,7 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
   }
   const std::string hostfile_path = path_join(dir, "slurm-hostfile");
   const std::string task_path = path_join(dir, "slurm-task.sh"), batch_path = path_join(dir, "slurm-batch.sh");
-  const int cpus = std::max<int>(1, static_cast<int>((gang[0].cpu_milli + 999) / 1000));
+  const int cpus = std::max<int>(1, static_cast<int>(gang[0].cpu_milli / 1000));
   const int64_t mem_per_cpu = std::max<int64_t>(1, (gang[0].memory_mib + cpus - 1) / cpus);
   const std::string mpi = gang[0].mpi ? options_.mpi : "none";
   KOI_RETURN_IF_ERROR(write_file_atomic(hostfile_path, hostfile));
@@ -476,12 +490,14 @@ ReplicaStatus SlurmExecutor::status(const ReplicaHandle& replica) {
   }
   if (!j.known) {
     s.state = ReplicaState::kLost;
-    s.detail = fmt::format("Slurm has no record of job {} and replica {} left no exit record", id.job, id.task);
+    s.detail = fmt::format("Slurm has no record of job {} and replica {} left no exit record{}", id.job, id.task,
+                           batch_log_tail(replica.dir));
     return s;
   }
   if (terminal(j.state)) {
     s.state = ReplicaState::kLost;
-    s.detail = fmt::format("Slurm job {} ended {} and replica {} left no exit record", id.job, j.state, id.task);
+    s.detail = fmt::format("Slurm job {} ended {} and replica {} left no exit record{}", id.job, j.state, id.task,
+                           batch_log_tail(replica.dir));
     return s;
   }
   if (j.state == "PENDING" && pending_on_lost_node(j.reason)) {
@@ -504,7 +520,8 @@ std::optional<ReplicaHandle> SlurmExecutor::find(const std::string& dir) {
   return std::nullopt;
 }
 
-std::string SlurmExecutor::lost_node(const JobState& job) const {
+std::string SlurmExecutor::lost_node(const JobState& job) {
+  refresh_inventory();
   const std::vector<NodeSpec> nodes = inventory();
   for (const std::string& name : expand_hostlist(job.nodes)) {
     for (const NodeSpec& n : nodes) {
@@ -518,6 +535,7 @@ Status SlurmExecutor::signal_job(const std::string& job, int sig) {
   const auto now = std::chrono::steady_clock::now();
   auto it = signalled_.find({job, sig});
   if (it != signalled_.end() && now - it->second < kSignalDedup) return ok_status();
+  std::erase_if(signalled_, [&](const auto& entry) { return now - entry.second >= kSignalDedup; });
   signalled_[{job, sig}] = now;
   if (sig == SIGKILL) {
     auto killed = run({"scancel", "--signal=KILL", "--full", job});

@@ -33,8 +33,9 @@
 // Transient failures: a command that times out or exits non-zero is retried (3 tries); if
 // it still fails, status() reports the replica as running (unknown is not failed) and
 // inventory() keeps the last good answer, so a slurmctld hiccup never fails a job.
-// Thread-safety: inventory() and logs() may be called from API threads (inventory under a
-// mutex); everything else from the reconciler's thread.
+// Thread-safety: inventory() and logs() may be called from API threads (inventory is the
+// last answer, under a mutex: it never waits for Slurm); everything else, refresh_inventory()
+// included, from the reconciler's thread.
 #pragma once
 
 #include <chrono>
@@ -64,6 +65,7 @@ class SlurmExecutor : public Executor {
 
   std::string name() const override { return "slurm"; }
   std::vector<NodeSpec> inventory() const override;
+  void refresh_inventory() override;  // at most once a second
   Result<std::vector<ReplicaHandle>> launch(const std::vector<ReplicaLaunch>& gang) override;
   bool adopt(const ReplicaHandle& replica) override;
   ReplicaStatus status(const ReplicaHandle& replica) override;
@@ -90,15 +92,15 @@ class SlurmExecutor : public Executor {
   Status refresh_jobs();
   JobState job_state(const std::string& job_id);
   // "h1 is down+not_responding" for the first node of the job Slurm reports unusable, else "".
-  std::string lost_node(const JobState& job) const;
+  std::string lost_node(const JobState& job);
   Status signal_job(const std::string& job_id, int sig);
 
   SlurmOptions options_;
   std::string jobcomp_path_;
   mutable std::mutex mu_;
-  mutable std::vector<NodeSpec> nodes_;                          // guarded by mu_
-  mutable std::chrono::steady_clock::time_point nodes_time_{};   // guarded by mu_
-  mutable int command_seq_ = 0;                                  // guarded by mu_
+  std::vector<NodeSpec> nodes_;                   // guarded by mu_
+  mutable int command_seq_ = 0;                   // guarded by mu_
+  std::chrono::steady_clock::time_point nodes_time_{};  // reconciler thread
   std::map<std::string, JobState> jobs_;  // squeue's answer, by job id
   std::chrono::steady_clock::time_point jobs_time_{};
   std::map<std::pair<std::string, int>, std::chrono::steady_clock::time_point> signalled_;  // (job, signal) -> when

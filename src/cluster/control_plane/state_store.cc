@@ -350,23 +350,31 @@ Status StateStore::sync_config(const ControlPlaneConfig& config) {
   });
 }
 
-Status StateStore::put_queue(const QueueSpec& queue, const Event& event) {
+Status StateStore::replace_object(const std::string& kind, const std::string& ns, const std::string& name,
+                                  json::value body, const Event& event) {
   return db_->transaction([&]() -> Status {
-    KOI_RETURN_IF_ERROR(db_->exec("delete queue", "DELETE FROM cluster_objects WHERE kind = 'Queue' AND name = ?", {queue.name}));
+    KOI_RETURN_IF_ERROR(db_->exec("delete object", "DELETE FROM cluster_objects WHERE kind = ? AND name = ?", {kind, name}));
     KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
-    json::value body = queue_object_json(queue);
     body.as_object()["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
     const std::string text = json::serialize(body);
-    KOI_RETURN_IF_ERROR(db_->exec("insert queue",
+    KOI_RETURN_IF_ERROR(db_->exec("insert object",
                                   "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
-                                  "VALUES ('Queue', ?, ?, ?, ?, '', ?)",
-                                  {queue.tenant, queue.name, new_uid(), rv, text}));
+                                  "VALUES (?, ?, ?, ?, ?, '', ?)",
+                                  {kind, ns, name, new_uid(), rv, text}));
     KOI_RETURN_IF_ERROR(db_->exec("insert change",
                                   "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
-                                  "VALUES (?, 'MODIFIED', 'Queue', ?, ?, ?)",
-                                  {rv, queue.tenant, queue.name, text}));
+                                  "VALUES (?, 'MODIFIED', ?, ?, ?, ?)",
+                                  {rv, kind, ns, name, text}));
     return record_events({event});
   });
+}
+
+Status StateStore::put_queue(const QueueSpec& queue, const Event& event) {
+  return replace_object("Queue", queue.tenant, queue.name, queue_object_json(queue), event);
+}
+
+Status StateStore::put_node(const NodeSpec& node, const Event& event) {
+  return replace_object("Node", "", node.name, node_object_json(node), event);
 }
 
 Result<std::vector<TokenEntry>> StateStore::tokens() {

@@ -95,6 +95,9 @@ class StateStore {
 
   // Writes a Queue object (replacing one of that name) with its event.
   Status put_queue(const QueueSpec& queue, const Event& event);
+  // Writes a Node object (replacing one of that name) with its event: a state the executor
+  // reported (down, drained, back).
+  Status put_node(const NodeSpec& node, const Event& event);
   // Replaces the token table with the config's; the declared Queue and Node objects likewise.
   Status sync_config(const ControlPlaneConfig& config);
   Result<std::vector<TokenEntry>> tokens();
@@ -110,6 +113,9 @@ class StateStore {
                        const std::function<std::string()>& text, const std::vector<Event>& events);
   Result<std::vector<std::string>> bodies(const std::string& kind, const std::string& ns,
                                           const std::vector<std::string>& phases_excluded);
+  // Object `kind`/`name` replaced by `body` (its resourceVersion set), a change and the event.
+  Status replace_object(const std::string& kind, const std::string& ns, const std::string& name,
+                        boost::json::value body, const Event& event);
 
   std::unique_ptr<store::Database> db_;
 };
