@@ -158,7 +158,13 @@ void split_listen(Reader& r, const std::string& path, const std::string& text, s
 void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   const YAML::Node models = root["models"];
   if (!models || (models.IsSequence() && models.size() == 0)) {
-    return r.fail("models", "at least one model is required (name, versions with replicas)");
+    // A gateway whose routes all come through its admin API (the control plane's
+    // Deployments) starts with none; without the admin API nothing could ever be served.
+    if (c->admin_key.empty()) {
+      r.fail("models", "at least one model is required (name, versions with replicas), or an admin key so that "
+                       "routes are added at run time");
+    }
+    return;
   }
   if (!r.is_list(models, "models")) return;
   std::set<std::string> names;

@@ -159,11 +159,15 @@ TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
 
 TEST(Config, ANoModelsOrNoTenantsFileIsRefused) {
   EXPECT_EQ(parse_config("tenants: [{name: a}]", "gw.yaml").status().message(),
-            "gw.yaml: models: at least one model is required (name, versions with replicas)");
+            "gw.yaml: models: at least one model is required (name, versions with replicas), or an admin key so that routes are added at run time");
   EXPECT_EQ(parse_config("models: []\ntenants: [{name: a}]", "gw.yaml").status().message(),
-            "gw.yaml: models: at least one model is required (name, versions with replicas)");
+            "gw.yaml: models: at least one model is required (name, versions with replicas), or an admin key so that routes are added at run time");
   EXPECT_EQ(parse_config("models: [{name: m, versions: [{name: v, replicas: [\"http://h:1\"]}]}]", "gw.yaml").status().message(),
             "gw.yaml: tenants: at least one tenant is required (name, limits, keys)");
+  // With the admin API on, routes may all come at run time.
+  auto admin_only = parse_config("admin: {key: 0123456789abcdef}\ntenants: [{name: a}]", "gw.yaml");
+  ASSERT_TRUE(admin_only.ok()) << admin_only.status().message();
+  EXPECT_TRUE(admin_only->models.empty());
   EXPECT_EQ(parse_config("models: [{name: m, versions: [{name: v, replicas: [\"http://h:1\"]}]}]\ntenants: [acme]", "gw.yaml")
                 .status()
                 .message(),
