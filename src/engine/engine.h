@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
@@ -26,6 +27,7 @@
 #include "base/status.h"
 #include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_transfer.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -56,6 +58,11 @@ struct RequestSpec {
   SamplingParams params;
   int priority = 0;              // lower runs first and is preempted last
   uint64_t cache_key = 0;        // adapter id / tenant salt: prefixes are shared only within a key
+  // Prefill/decode disaggregation (kv_transfer.h); at most one is set. kv_import: the prompt's
+  // KV comes from another engine (decode side); kv_export: copy the prompt's KV out as it is
+  // computed (prefill side; the request should have max_tokens 1).
+  std::shared_ptr<KvImport> kv_import;
+  std::shared_ptr<KvExport> kv_export;
 };
 // Arrival order is the order of add_request calls.
 
@@ -75,6 +82,9 @@ struct EngineStats {
   int64_t num_draft_tokens = 0;          // drafts verified (proposed and scheduled)
   int64_t num_accepted_tokens = 0;       // drafts accepted
   double spec_acceptance_rate = 0.0;
+  int64_t num_kv_imports = 0;            // requests whose prompt KV came from another engine
+  int64_t num_kv_fallbacks = 0;          // imports that failed and were prefilled here
+  int64_t num_kv_exports = 0;            // prompts whose KV was copied out
 };
 
 class Engine {
@@ -92,7 +102,16 @@ class Engine {
   // Finishes a request at once and frees its blocks; its final output comes from step().
   Status abort(const std::string& request_id);
 
-  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  bool has_unfinished() const { return scheduler_.has_unfinished() || !imports_.empty() || !pending_.empty(); }
+  // Unfinished requests other than those waiting for their KV from another engine: step()
+  // has computing to do.
+  bool has_work() const { return scheduler_.has_unfinished() || !pending_.empty(); }
+  // Requests waiting for their KV from another engine.
+  int num_importing() const { return static_cast<int>(imports_.size()); }
+  // Layout of this engine's KV blocks, for the transfer handshake; model_fingerprint empty.
+  KvLayout kv_layout() const;
+  // Whether this engine's runner exposes its KV memory (required for a transfer).
+  bool can_transfer_kv() const { return runner_.kv_memory() != nullptr; }
   EngineStats stats() const;
   const KvCacheManager& kv_cache() const { return kv_; }
   // The draft-model proposer; null unless speculation uses a draft model.
@@ -100,6 +119,22 @@ class Engine {
   int max_model_len() const { return scheduler_.config().max_model_len; }
 
  private:
+  struct Import {
+    std::unique_ptr<Request> request;
+    std::shared_ptr<KvImport> ticket;
+  };
+
+  Result<std::unique_ptr<Request>> make_request(RequestSpec& spec);
+  // Disaggregation (remote_prefill.cc).
+  void add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImport> ticket);
+  void poll_imports();
+  void commit_import(Import& import);
+  void fall_back(Import& import, const std::string& why);
+  bool abort_import(const std::string& request_id);
+  void export_kv(const SchedulerOutput& plan, const std::vector<std::vector<SampledToken>>& new_tokens);
+  void copy_block(const Request& r, int block_idx, KvExport& ticket);
+  void drop_finished_exports();
+
   void build_batch(const SchedulerOutput& plan);
   void propose_drafts();
   // Drops the draft-model state of requests that finished or were preempted this step.
@@ -116,6 +151,9 @@ class Engine {
   model::ForwardBatch batch_;
   std::vector<int32_t> first_logit_row_;  // per scheduled request; -1 when it does not sample
   std::vector<float> logits_;
+  std::unordered_map<std::string, Import> imports_;                      // decode side
+  std::unordered_map<std::string, std::shared_ptr<KvExport>> exports_;   // prefill side
+  std::vector<RequestOutput> pending_;  // first tokens of committed imports, aborted imports
   EngineStats counters_;
   int64_t busy_ns_ = 0;
 };
