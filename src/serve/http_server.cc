@@ -25,6 +25,7 @@ using boost::system::error_code;
 using Channel = asio::experimental::concurrent_channel<void(error_code, Event)>;
 using HttpRequest = net::Request;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
+constexpr const char* kPrefillPeerHeader = "x-koi-prefill-peer";
 
 // A complete (non-streamed) HTTP response.
 struct Reply {
@@ -111,6 +112,8 @@ struct Server::Impl {
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
   std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
+  std::optional<ApiError> attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
+                                              std::vector<std::shared_ptr<engine::KvImport>>* imports);
   void watch_signals();
   void begin_shutdown();
   awaitable<void> shutdown_sequence();
@@ -318,6 +321,23 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   return std::nullopt;
 }
 
+std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
+                                                         std::vector<std::shared_ptr<engine::KvImport>>* imports) {
+  auto header = req.find(kPrefillPeerHeader);
+  if (header == req.end()) return std::nullopt;
+  const std::string peer(header->value());
+  if (!model.kv_client) {
+    return bad_request(fmt::format("{}: this server takes no KV transfers; start it with --role decode",
+                                   kPrefillPeerHeader));
+  }
+  if (Status s = check_peer(peer); !s.ok()) return bad_request(s.message());
+  for (engine::RequestSpec& spec : specs) {
+    model.kv_client->attach(spec, peer);
+    imports->push_back(spec.kv_import);
+  }
+  return std::nullopt;
+}
+
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
@@ -352,12 +372,18 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       capacity += static_cast<size_t>(g.params.max_tokens) + 2;  // at most one event per step, plus the end
     }
   }
+  std::vector<std::shared_ptr<engine::KvImport>> imports;
+  if (std::optional<ApiError> e = attach_prefill_peer(req, specs, &imports)) {
+    co_await reply(res, error_reply(*e));
+    co_return;
+  }
   const int num_choices = static_cast<int>(specs.size());
   auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, capacity);
   Status submitted = service.submit(std::move(specs), [channel](Event ev) {
     channel->try_send(error_code{}, std::move(ev));
   });
   if (!submitted.ok()) {
+    for (const auto& import : imports) import->cancel();
     co_await reply(res, error_reply(status_error(submitted)));
     co_return;
   }

@@ -12,6 +12,10 @@
 // run() blocks; stop() (or SIGTERM/SIGINT) begins a graceful shutdown: the listener
 // closes, in-flight requests finish, or are cancelled at the deadline, and run() returns
 // after stopping the EngineService. Failures to bind come back from listen().
+//
+// Prefill/decode disaggregation: on a decode worker (ModelInfo::kv_client set), a generation
+// request with the header `x-koi-prefill-peer: HOST:PORT` gets its prompt's KV from that
+// prefill worker's --kv-port (serve/kv_transfer_client.h); the response is the same.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 #include "base/status.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
+#include "serve/kv_transfer_client.h"
 #include "serve/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +47,9 @@ struct ModelInfo {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const ChatPrompt* chat = nullptr;
   int max_model_len = 0;                 // prompt + output tokens per request
+  // Set for --role decode: requests with an x-koi-prefill-peer header take their prompt's KV
+  // from that prefill worker. Null: the header is refused.
+  KvTransferClient* kv_client = nullptr;
 };
 
 class Server {
