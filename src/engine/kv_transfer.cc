@@ -25,14 +25,15 @@ KvLayout kv_layout(const model::KvCacheShape& shape, std::string model_fingerpri
 namespace {
 
 template <typename T>
-Status differs(const char* field, const T& self, const T& peer, const char* hint) {
+Status differs(const char* field, const T& self, const T& peer, const char* hint) {  // self: the prefill worker
   return Status::failed_precondition(fmt::format(
-      "incompatible KV transfer peer: {} is {} here but {} on the peer; {}", field, self, peer, hint));
+      "incompatible KV transfer peer: {} is {} on the prefill worker but {} on the decode worker; {}", field, self, peer,
+      hint));
 }
 
 }  // namespace
 
-Status check_compatible(const KvLayout& self, const KvLayout& peer) {
+Status check_compatible(const KvLayout& self, const KvLayout& peer) {  // self: the prefill worker, peer: the decoder
   if (self.model_fingerprint != peer.model_fingerprint) {
     return differs("the model", self.model_fingerprint, peer.model_fingerprint,
                    "serve the same model file on the prefill and decode workers");

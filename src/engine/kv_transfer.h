@@ -54,8 +54,8 @@ struct KvLayout {
 
 KvLayout kv_layout(const model::KvCacheShape& shape, std::string model_fingerprint);
 
-// Ok when `peer` can exchange blocks with `self`; otherwise kFailedPrecondition naming the
-// first field that differs and both values.
+// Ok when the decode worker `peer` can take blocks from the prefill worker `self`; otherwise
+// kFailedPrecondition naming the first field that differs and both values.
 Status check_compatible(const KvLayout& self, const KvLayout& peer);
 
 // An identity for a model's weights: XXH3-64 over the bytes of the file, or of every regular

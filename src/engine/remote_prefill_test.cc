@@ -267,13 +267,13 @@ TEST(RemotePrefillTest, HandshakeRefusesAMismatchedPeerNamingTheField) {
   EXPECT_TRUE(check_compatible(a, b).ok());
   b.block_size = 32;
   EXPECT_EQ(check_compatible(a, b).message(),
-            "incompatible KV transfer peer: the block size is 16 here but 32 on the peer; pass the same --block-size "
-            "to both workers");
+            "incompatible KV transfer peer: the block size is 16 on the prefill worker but 32 on the decode worker; "
+            "pass the same --block-size to both workers");
   b = a;
   b.model_fingerprint = "xxh3:2:10";
   EXPECT_EQ(check_compatible(a, b).message(),
-            "incompatible KV transfer peer: the model is xxh3:1:10 here but xxh3:2:10 on the peer; serve the same "
-            "model file on the prefill and decode workers");
+            "incompatible KV transfer peer: the model is xxh3:1:10 on the prefill worker but xxh3:2:10 on the decode "
+            "worker; serve the same model file on the prefill and decode workers");
   b = a;
   b.dtype = "f16";
   EXPECT_EQ(check_compatible(a, b).code(), StatusCode::kFailedPrecondition);

@@ -135,7 +135,8 @@ Result<engine::KvLayout> decode_hello(std::string_view payload) {
   KOI_RETURN_IF_ERROR(r.finish());
   if (version != kVersion) {
     return Status::failed_precondition(fmt::format(
-        "incompatible KV transfer peer: protocol version {} here but {} on the peer; run the same koi release on both",
+        "incompatible KV transfer peer: protocol version {} on the prefill worker but {} on the decode worker; run "
+        "the same koi release on both",
         kVersion, version));
   }
   return l;
