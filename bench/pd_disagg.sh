@@ -29,7 +29,8 @@ start() {
   local name=$1; shift
   "$koi" serve "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err" &
   pids+=($!)
-  for _ in $(seq 600); do grep -q "^listening on" "$work/$name.out" && break; sleep 0.1; done
+  for _ in $(seq 3000); do grep -q "^listening on" "$work/$name.out" && break; sleep 0.1; done
+  grep -q "^listening on" "$work/$name.out" || { echo "koi serve ($name) did not start:"; cat "$work/$name.err"; exit 1; }
   printf -v "URL_$name" '%s' "$(awk '/^listening on/ {print $3}' "$work/$name.out")"
   printf -v "KV_$name" '%s' "$(awk '/^kv transfer on/ {print $4}' "$work/$name.out")"
 }

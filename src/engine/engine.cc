@@ -71,10 +71,17 @@ Result<std::unique_ptr<Request>> Engine::make_request(RequestSpec& spec) {
 }
 
 Status Engine::add_request(RequestSpec spec) {
+  std::shared_ptr<KvImport> import = std::move(spec.kv_import);
+  Status added = add(std::move(spec), import);
+  // A refused request never reserves: its transfer thread must not wait for it.
+  if (!added.ok() && import) import->cancel();
+  return added;
+}
+
+Status Engine::add(RequestSpec spec, std::shared_ptr<KvImport> import) {
   if (imports_.count(spec.id)) {
     return Status::already_exists(fmt::format("request id '{}' is already in use; use a unique id", spec.id));
   }
-  std::shared_ptr<KvImport> import = std::move(spec.kv_import);
   std::shared_ptr<KvExport> export_ticket = std::move(spec.kv_export);
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Request> request, make_request(spec));
   KOI_RETURN_IF_ERROR(scheduler_.check_new(*request));
@@ -130,6 +137,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
   const SchedulerOutput plan = scheduler_.schedule();
   if (plan.scheduled.empty()) {
     for (RequestOutput& out : scheduler_.take_aborted()) outputs.push_back(std::move(out));
+    drop_finished_exports();
     return outputs;
   }
 

@@ -10,6 +10,11 @@
 // the results and stop conditions, and drafts are proposed for the next step (prompt lookup,
 // or a draft model: see spec_decode.h and draft_model.h).
 //
+// Prefill/decode disaggregation (kv_transfer.h, remote_prefill.cc): a RequestSpec with a
+// kv_import waits, holding reserved blocks, until another engine's KV for its prompt has
+// arrived (or falls back to prefilling here); one with a kv_export has its prompt's KV copied
+// out after each forward pass.
+//
 // Threading: one thread owns the Engine and calls every method; nothing here locks. Other
 // threads (HTTP handlers) talk to that thread through queues. A failed forward pass makes
 // step() return its Status with no request changed, so the step can be retried. A failed
@@ -124,6 +129,7 @@ class Engine {
     std::shared_ptr<KvImport> ticket;
   };
 
+  Status add(RequestSpec spec, std::shared_ptr<KvImport> import);
   Result<std::unique_ptr<Request>> make_request(RequestSpec& spec);
   // Disaggregation (remote_prefill.cc).
   void add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImport> ticket);

@@ -133,6 +133,7 @@ void Engine::copy_block(const Request& r, int block_idx, KvExport& ticket) {
 }
 
 void Engine::drop_finished_exports() {
+  if (exports_.empty()) return;
   for (auto it = exports_.begin(); it != exports_.end();) {
     if (scheduler_.find(it->first)) {
       ++it;

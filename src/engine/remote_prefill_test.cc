@@ -256,6 +256,18 @@ TEST(RemotePrefillTest, AbortDuringTheTransferReleasesTheLease) {
   EXPECT_EQ(decode.engine->stats().kv_usage, 0.0);
 }
 
+TEST(RemotePrefillTest, RefusedRequestCancelsItsImportSoNoTransferWaitsForIt) {
+  auto model = test_util::load_stories260k();
+  Node decode(*model, 2048);
+  auto import = std::make_shared<KvImport>(kLeaseNs);
+  RequestSpec d{"r", {1, 99999}, greedy(8)};
+  d.kv_import = import;
+  EXPECT_EQ(decode.engine->add_request(d).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(import->state(), KvImport::State::kCancelled);
+  EXPECT_FALSE(import->wait_reserved().has_value());
+  EXPECT_FALSE(decode.engine->has_unfinished());
+}
+
 TEST(RemotePrefillTest, HandshakeRefusesAMismatchedPeerNamingTheField) {
   KvLayout a;
   a.model_fingerprint = "xxh3:1:10";

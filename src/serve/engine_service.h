@@ -4,6 +4,9 @@
 // variable when idle. HTTP threads only call the thread-safe methods below; no JSON and no
 // network object ever reaches the engine thread.
 //
+// While requests wait for their KV from a prefill worker (engine::KvImport), the loop looks
+// at them every 0.5 ms instead of sleeping until new work arrives.
+//
 // The engine's outputs already carry their text (the engine detokenizes and applies stop
 // strings); the service routes them and records the request-level metrics.
 //
