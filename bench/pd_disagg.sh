@@ -20,14 +20,14 @@ trap cleanup EXIT
 model=$work/tinyllama-q4_0.gguf
 "$koi" --log-level warn convert --random tinyllama --type q4_0 -o "$model" >/dev/null
 awk -F, 'NR == 1 || $2 >= 2048' "$shared/traces/azure_llm_code.csv" > "$work/long.csv"
-common=(--model "$model" --served-model-name tl --kv-cache-memory 1GiB --port 0 --log-level warn)
+common=(--model "$model" --served-model-name tl --kv-cache-memory 1GiB --port 0)
 load=(--trace "$work/long.csv" --input-scale 0.25 --max-input-len 1900 --max-output-len 64 --num-prompts "$n"
       --request-rate "$rate" --token-range 32000 --seed 1 --slo-ttft-ms "$slo_ttft_ms" --slo-itl-ms "$slo_itl_ms")
 
 # start NAME ARGS...: runs koi serve, waits for its "listening on", sets URL_<NAME> (and KV_<NAME>)
 start() {
   local name=$1; shift
-  "$koi" serve "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err" &
+  "$koi" --log-level warn serve "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err" &
   pids+=($!)
   for _ in $(seq 3000); do grep -q "^listening on" "$work/$name.out" && break; sleep 0.1; done
   grep -q "^listening on" "$work/$name.out" || { echo "koi serve ($name) did not start:"; cat "$work/$name.err"; exit 1; }

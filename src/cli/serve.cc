@@ -134,14 +134,17 @@ Runner setup_serve(CLI::App* app) {
                   "decode: take prompts' KV from the prefill worker a request names (docs/kv-transfer.md)")
       ->check(CLI::IsMember({"both", "prefill", "decode"}))
       ->capture_default_str();
-  app->add_option("--kv-port", o->kv_port, "--role prefill: TCP port for KV transfers; 0 picks a free one")
-      ->capture_default_str();
-  app->add_option("--kv-transfer-timeout", o->kv_transfer_timeout_s,
-                  "--role decode: seconds a transfer may hold reserved blocks before the request is prefilled here")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  CLI::Option* kv_port = app->add_option("--kv-port", o->kv_port, "--role prefill: TCP port for KV transfers; 0 picks a free one")
+                             ->capture_default_str();
+  CLI::Option* kv_timeout =
+      app->add_option("--kv-transfer-timeout", o->kv_transfer_timeout_s,
+                      "--role decode: seconds a transfer may hold reserved blocks before the request is prefilled here")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
   app->add_option("--kv-cache-gb", o->kv_cache_gb)->group("");  // hidden: tells users the new spelling
-  return [o] {
+  return [o, kv_port, kv_timeout] {
+    if (kv_port->count() && o->role != "prefill") return fail("--kv-port applies to --role prefill only");
+    if (kv_timeout->count() && o->role != "decode") return fail("--kv-transfer-timeout applies to --role decode only");
     if (std::string e = port_error("--port", o->server.port); !e.empty()) return fail(e);
     if (std::string e = port_error("--kv-port", o->kv_port); !e.empty()) return fail(e);
     return run_serve(*o);
