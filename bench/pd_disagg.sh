@@ -8,10 +8,13 @@
 # disaggregated run, the decode side's transfer path time against the prefill worker's own
 # prefill time per request.
 #
-#   bench/pd_disagg.sh [KOI] [NUM_REQUESTS] [RATE] [CHUNK]
+#   [INPUT_SCALE=0.25] [SLO_TTFT_MS=10000] [SLO_ITL_MS=150] bench/pd_disagg.sh [KOI] [NUM_REQUESTS] [RATE] [CHUNK]
 set -euo pipefail
 koi=$(realpath "${1:-build/koi}"); n=${2:-16}; rate=${3:-0.2}; chunk=${4:-128}
 slo_ttft_ms=${SLO_TTFT_MS:-10000}; slo_itl_ms=${SLO_ITL_MS:-150}
+# 0.25 maps the trace's longest prompt (7,437 tokens) into the model's 2,048-token context; a
+# busy machine may need shorter prompts (INPUT_SCALE=0.0625) to stay under capacity.
+input_scale=${INPUT_SCALE:-0.25}
 shared=${KOI_SHARED_DIR:-/work/shared}
 work=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -21,7 +24,7 @@ model=$work/tinyllama-q4_0.gguf
 "$koi" --log-level warn convert --random tinyllama --type q4_0 -o "$model" >/dev/null
 awk -F, 'NR == 1 || $2 >= 2048' "$shared/traces/azure_llm_code.csv" > "$work/long.csv"
 common=(--model "$model" --served-model-name tl --kv-cache-memory 1GiB --port 0)
-load=(--trace "$work/long.csv" --input-scale 0.25 --max-input-len 1900 --max-output-len 64 --num-prompts "$n"
+load=(--trace "$work/long.csv" --input-scale "$input_scale" --max-input-len 1900 --max-output-len 64 --num-prompts "$n"
       --request-rate "$rate" --token-range 32000 --seed 1 --slo-ttft-ms "$slo_ttft_ms" --slo-itl-ms "$slo_itl_ms")
 
 # start NAME ARGS...: runs koi serve, waits for its "listening on", sets URL_<NAME> (and KV_<NAME>)
@@ -29,7 +32,7 @@ start() {
   local name=$1; shift
   "$koi" --log-level warn serve "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err" &
   pids+=($!)
-  for _ in $(seq 3000); do grep -q "^listening on" "$work/$name.out" && break; sleep 0.1; done
+  for _ in $(seq 3000); do grep -qs "^listening on" "$work/$name.out" && break; sleep 0.1; done
   grep -q "^listening on" "$work/$name.out" || { echo "koi serve ($name) did not start:"; cat "$work/$name.err"; exit 1; }
   printf -v "URL_$name" '%s' "$(awk '/^listening on/ {print $3}' "$work/$name.out")"
   printf -v "KV_$name" '%s' "$(awk '/^kv transfer on/ {print $4}' "$work/$name.out")"
