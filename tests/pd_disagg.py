@@ -58,6 +58,10 @@ def main():
         dec = env.replica("decode", extra=["--role", "decode", "--kv-transfer-timeout", "20"])
         check(pre.kv is not None, "the prefill worker prints its KV transfer address")
         expected = {p: complete(ref.url, p)[1] for p in prompts()}
+        status, text = complete(ref.url, "Lily", pre.kv)
+        check(status == 400 and "start it with --role decode" in text, "the peer header on a --role both server is a 400")
+        status, text = complete(dec.url, "Lily", "nowhere")
+        check(status == 400 and "x-koi-prefill-peer must be HOST:PORT" in text, "a malformed peer address is a 400")
 
         # 1. Exactness, one request at a time: cold on both sides, then with prefix-cache hits
         # on the prefill side (same prompt again on a fresh... decode cache also warm now).
