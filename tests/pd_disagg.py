@@ -149,6 +149,19 @@ def main():
         wait_for(lambda: metric(pre, "koi:kv_cache_usage_perc") == 0 and metric(pre, "koi:num_requests_running") == 0,
                  "the prefill worker's blocks to return to its baseline")
         check(True, "the prefill worker's KV pool usage is back to 0")
+        # 6. KV events: a replica with --kv-events publishes the blocks its prefix cache gains.
+        ev = env.replica("events", extra=["--kv-events"])
+        check(call(ref.url + "/kv/events")[0] == 404, "no /kv/events without --kv-events")
+        complete(ev.url, prompts()[1])
+        status, text, _ = call(ev.url + "/kv/events?after=0")
+        events = json.loads(text)["events"] if status == 200 else []
+        stored = [e for e in events if e["type"] == "stored"]
+        check(len(stored) >= 5 and [e["seq"] for e in events] == list(range(1, len(events) + 1)),
+              f"/kv/events numbers {len(stored)} stored blocks from 1")
+        snap = json.loads(call(ev.url + "/kv/snapshot")[1])
+        check(snap["last"] == len(events) and set(snap["hashes"]) == {e["hash"] for e in stored}, "/kv/snapshot matches the events")
+        check(json.loads(call(ev.url + f"/kv/events?after={len(events)}")[1])["events"] == [], "nothing after the last event")
+        check(call(ev.url + "/kv/events?after=x")[0] == 400, "a bad ?after= is a 400")
         print("PASS")
     finally:
         env.close()

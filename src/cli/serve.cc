@@ -32,6 +32,7 @@ struct ServeOptions {
   std::string role = "both";          // --role: both, prefill or decode (docs/kv-transfer.md)
   int kv_port = 0;                    // --kv-port: the prefill role's KV transfer listener
   double kv_transfer_timeout_s = 30;  // --kv-transfer-timeout: the decode role's lease on reserved blocks
+  bool kv_events = false;             // --kv-events: publish prefix-cache changes
   std::string kv_cache_gb;  // the old spelling of --kv-cache-memory: an error that says so
 };
 
@@ -56,6 +57,7 @@ int run_serve(ServeOptions o) {
                 "GiB (bytes with a unit, or a fraction of RAM such as 0.3)");
   }
   if (o.max_waiting < 1) return fail("--max-waiting must be at least 1, got " + std::to_string(o.max_waiting));
+  o.engine.publish_kv_events = o.kv_events;
   auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;
@@ -77,6 +79,11 @@ int run_serve(ServeOptions o) {
   info.max_model_len = core.max_model_len();
   serve::ServeMetrics metrics(info.name);
   serve::EngineService service(core, metrics, o.max_waiting);
+  serve::KvEventLog kv_events;
+  if (o.kv_events) {
+    service.publish_kv_events(&kv_events);
+    info.kv_events = &kv_events;
+  }
   std::optional<serve::KvTransferServer> kv_server;
   std::optional<serve::KvTransferClient> kv_client;
   if (o.role != "both") {
@@ -141,6 +148,8 @@ Runner setup_serve(CLI::App* app) {
                       "--role decode: seconds a transfer may hold reserved blocks before the request is prefilled here")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+  app->add_flag("--kv-events", o->kv_events,
+               "publish prefix-cache block stored/removed events at GET /kv/events?after=N and /kv/snapshot");
   app->add_option("--kv-cache-gb", o->kv_cache_gb)->group("");  // hidden: tells users the new spelling
   return [o, kv_port, kv_timeout] {
     if (kv_port->count() && o->role != "prefill") return fail("--kv-port applies to --role prefill only");

@@ -30,6 +30,7 @@ Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
       kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_(scheduler_config(config_, runner), kv_),
       rng_(config_.seed) {
+  if (config_.publish_kv_events) kv_.set_event_log(&kv_events_);
   const SpeculativeConfig& spec = config_.speculative;
   const Status spec_status = validate(spec, runner);
   if (!spec_status.ok()) log::error("{}", spec_status.message());

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -51,6 +52,7 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;                  // seeds requests that carry no seed of their own
+  bool publish_kv_events = false;     // keep a log of prefix-cache changes (take_kv_events)
   SpeculativeConfig speculative;
   // Not owned; must outlive the engine. Set: outputs carry text (special tokens skipped),
   // stop strings apply. Null: token ids only, stop strings are ignored.
@@ -118,6 +120,8 @@ class Engine {
   // Whether this engine's runner exposes its KV memory (required for a transfer).
   bool can_transfer_kv() const { return runner_.kv_memory() != nullptr; }
   EngineStats stats() const;
+  // The prefix-cache changes since the last call, in order (config.publish_kv_events).
+  std::vector<KvEvent> take_kv_events() { return std::exchange(kv_events_, {}); }
   const KvCacheManager& kv_cache() const { return kv_; }
   // The draft-model proposer; null unless speculation uses a draft model.
   const DraftModelProposer* draft_proposer() const { return draft_.get(); }
@@ -160,6 +164,7 @@ class Engine {
   std::unordered_map<std::string, Import> imports_;                      // decode side
   std::unordered_map<std::string, std::shared_ptr<KvExport>> exports_;   // prefill side
   std::vector<RequestOutput> pending_;  // first tokens of committed imports, aborted imports
+  std::vector<KvEvent> kv_events_;
   EngineStats counters_;
   int64_t busy_ns_ = 0;
 };

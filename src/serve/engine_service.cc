@@ -115,6 +115,7 @@ void EngineService::loop() {
     }
     failed_steps = 0;
     for (engine::RequestOutput& out : *outputs) deliver(std::move(out), step_start);
+    if (kv_events_) kv_events_->append(engine_.take_kv_events());
     update_gauges();
   }
 }

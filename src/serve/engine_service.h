@@ -31,6 +31,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "serve/kv_events.h"
 #include "serve/metrics.h"
 
 namespace koi::serve {
@@ -53,6 +54,9 @@ class EngineService {
                 const Clock& clock = SystemClock::instance());
   ~EngineService();  // stops the thread; unfinished requests are dropped
 
+  // Before start(): after every step the engine's prefix-cache changes go to `log` (the engine
+  // must be built with publish_kv_events). `log` must outlive the service.
+  void publish_kv_events(KvEventLog* log) { kv_events_ = log; }
   void start();
   // Queues requests (each with a unique id) that report to `sink`. Thread-safe.
   Status submit(std::vector<engine::RequestSpec> requests, Sink sink);
@@ -102,6 +106,7 @@ class EngineService {
   int num_running_ = 0;                  // guarded by mu_: the engine's running count after the last step
 
   std::unordered_map<std::string, Live> live_;  // engine thread only
+  KvEventLog* kv_events_ = nullptr;
   std::thread thread_;
 };
 

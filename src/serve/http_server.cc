@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 
@@ -110,6 +111,7 @@ struct Server::Impl {
   awaitable<void> handle(HttpRequest& req, net::Responder& res);
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
+  Reply kv_events_reply(const std::string& path, const HttpRequest& req);
   std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
   std::optional<ApiError> attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
@@ -246,6 +248,7 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
     return {200, "", "text/plain"};
   }
   if (path == "/metrics" && is_get) return {200, metrics.registry.render(), "text/plain; version=0.0.4; charset=utf-8"};
+  if ((path == "/kv/events" || path == "/kv/snapshot") && is_get && model.kv_events) return kv_events_reply(path, req);
   if (path == "/v1/models" && is_get) {
     json::object card{{"id", model.name},           {"object", "model"},
                       {"created", unix_seconds()},  {"owned_by", "koi"},
@@ -278,6 +281,26 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
                                           "invalid_request_error"));
   return error_reply(api_error(404, fmt::format("Invalid URL ({} {})", std::string_view(req.method_string()), path),
                                "invalid_request_error"));
+}
+
+Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& req) {
+  if (path == "/kv/snapshot") return {200, model.kv_events->snapshot_json()};
+  auto url = boost::urls::parse_origin_form(req.target());
+  uint64_t after = 0;
+  for (const auto& param : url->params()) {
+    if (param.key != "after") return error_reply(bad_request("/kv/events takes only ?after=N", param.key));
+    const std::string& v = param.value;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), after);
+    if (ec != std::errc() || ptr != v.data() + v.size()) {
+      return error_reply(bad_request("after must be an event number (0 or more), got '" + v + "'", "after"));
+    }
+  }
+  std::optional<std::string> events = model.kv_events->events_json(after);
+  if (!events) {
+    return error_reply(api_error(410, fmt::format("events after {} are gone; resynchronise from GET /kv/snapshot", after),
+                                 "invalid_request_error", "kv_events_gone"));
+  }
+  return {200, std::move(*events)};
 }
 
 std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts) {
