@@ -99,6 +99,9 @@ expect "error: the prompt is" generate -m good.gguf -p "$(head -c 4000 "$shared/
 expect "error: -n must be zero or more" generate -m good.gguf -n -5
 expect "error: --port must be 0-65535 (0 picks a free one); got 70000" serve -m good.gguf --port 70000
 expect "error: --port must be 0-65535 (0 picks a free one); got -1" serve -m good.gguf --port -1
+expect "error: --kv-port applies to --role prefill only" serve -m good.gguf --kv-port 9000
+expect "error: --kv-transfer-timeout applies to --role decode only" serve -m good.gguf --role prefill --kv-transfer-timeout 5
+expect "error: --kv-port must be 0-65535 (0 picks a free one); got 70000" serve -m good.gguf --role prefill --kv-port 70000
 expect "error: --port must be 0-65535 (0 picks a free one); got 70000" gateway --config gw_ok.yaml --port 70000
 expect "error: --admin-port must be 0-65535 (0 picks a free one); got -1" gateway --config gw_ok.yaml --admin-port -1
 expect "error: gw.yaml: tenants[1].rpmm: unknown key; did you mean rpm?" gateway --config gw.yaml

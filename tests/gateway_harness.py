@@ -36,12 +36,14 @@ class Proc:
         self.name = name
         self.log = open(os.path.join(log_dir, name + ".log"), "w")
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.url, self.admin = None, None
+        self.url, self.admin, self.kv = None, None, None
         deadline = time.time() + 60
         while time.time() < deadline:
             line = self.p.stdout.readline()
             if not line:
                 fail(f"{name} exited before listening; see {self.log.name}")
+            if line.startswith("kv transfer on "):  # koi serve --role prefill
+                self.kv = line.split()[-1].strip()
             if line.startswith("listening on "):
                 self.url = line.split()[-1].strip()
                 if args[1] != "gateway" and args[2] != "gateway":
@@ -76,9 +78,9 @@ class Env:
         subprocess.run([KOI, "convert", "--llama2c", m + "/stories260K.bin", "--tokenizer", m + "/tok512.bin", "-o", self.model],
                        check=True, stdout=subprocess.DEVNULL)
 
-    def replica(self, name, port=0):
-        p = Proc([KOI, "serve", "--model", self.model, "--port", str(port), "--served-model-name", "stories",
-                  "--threads", "1", "--http-threads", "2"], name, self.dir)
+    def replica(self, name, port=0, extra=(), model=None):
+        p = Proc([KOI, "serve", "--model", model or self.model, "--port", str(port), "--served-model-name", "stories",
+                  "--threads", "1", "--http-threads", "2", *extra], name, self.dir)
         self.procs.append(p)
         return p
 

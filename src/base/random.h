@@ -3,6 +3,7 @@
 // Not thread-safe: one Rng per thread or per request.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -38,6 +39,11 @@ class Rng {
   float uniform_f() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n) { return n == 0 ? 0 : next_u64() % n; }
+  // The generator's whole state, so that another process can continue the same stream
+  // (a KV transfer hands a request's sampler over after its first token).
+  using State = std::array<uint64_t, 4>;
+  State state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
+  void set_state(const State& s) { for (int i = 0; i < 4; ++i) s_[i] = s[i]; }
   // Standard normal (Box-Muller).
   double normal() {
     double u1 = uniform(), u2 = uniform();

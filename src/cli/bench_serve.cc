@@ -5,6 +5,7 @@
 //   koi bench serve --url http://127.0.0.1:8000 --model stories --num-prompts 200 --max-concurrency 32
 //   koi bench serve --url ... --trace ../shared/traces/azure_llm_conv.csv --request-rate 4
 //   koi bench serve --in-process model.gguf ...   # the same workload on the engine, no HTTP
+//   koi bench serve --url DECODE --header x-koi-prefill-peer:HOST:KVPORT --slo-ttft-ms 2000 --slo-itl-ms 100
 #include <cstdio>
 
 #include "base/file.h"
@@ -19,6 +20,7 @@ struct BenchServeOptions {
   serve::WorkloadConfig workload;
   std::string in_process;
   std::string result_file;
+  std::vector<std::string> headers;  // NAME:VALUE
 };
 
 int run_bench_serve(const BenchServeOptions& o) {
@@ -34,6 +36,7 @@ int run_bench_serve(const BenchServeOptions& o) {
     out["request_rate"] = o.load.request_rate;
     out["max_concurrency"] = o.load.max_concurrency;
     out["trace"] = o.workload.trace;
+    out["input_scale"] = o.workload.input_scale;
     if (Status s = write_file_atomic(o.result_file, boost::json::serialize(out) + "\n"); !s.ok()) return fail(s.message());
   }
   return report->errors == 0 ? 0 : 1;
@@ -60,8 +63,21 @@ Runner setup_bench_serve(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--seed", w.seed, "workload and arrival seed")->capture_default_str();
   app->add_option("--result-file", o->result_file, "write the report here as JSON");
+  app->add_option("--input-scale", w.input_scale, "multiply Azure trace prompt lengths by this before clipping")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--header", o->headers, "NAME:VALUE sent with every request (repeatable)");
+  app->add_option("--slo-ttft-ms", l.slo_ttft_ms, "goodput counts requests with TTFT at most this (0: no bound)")
+      ->capture_default_str();
+  app->add_option("--slo-itl-ms", l.slo_itl_ms, "goodput counts requests with mean ITL at most this (0: no bound)")
+      ->capture_default_str();
   return [o] {
     o->load.seed = o->workload.seed;
+    for (const std::string& h : o->headers) {
+      const size_t colon = h.find(':');
+      if (colon == std::string::npos || colon == 0) return fail("--header must read NAME:VALUE, got '" + h + "'");
+      o->load.headers.emplace_back(h.substr(0, colon), h.substr(colon + 1));
+    }
     return run_bench_serve(*o);
   };
 }

@@ -1,9 +1,10 @@
 // koi serve: one inference engine behind the OpenAI-compatible HTTP API.
 //
 //   koi serve --model model.gguf --port 8000 [--served-model-name NAME] [--api-key KEY]
+//             [--role both|prefill|decode] [--kv-port N] [--kv-transfer-timeout S]
 //
 // Prints "listening on http://HOST:PORT" once it accepts connections (with --port 0, the
-// port it got). SIGTERM or SIGINT shut it down gracefully; it then exits 0.
+// port it got); with --role prefill, "kv transfer on HOST:PORT" before it. SIGTERM or SIGINT shut it down gracefully; it then exits 0.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,8 @@
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
+#include "serve/kv_transfer_client.h"
+#include "serve/kv_transfer_server.h"
 #include "serve/metrics.h"
 
 namespace koi::cli {
@@ -26,6 +29,10 @@ struct ServeOptions {
   serve::ServerConfig server;
   engine::EngineOptions engine;
   int max_waiting = 1024;
+  std::string role = "both";          // --role: both, prefill or decode (docs/kv-transfer.md)
+  int kv_port = 0;                    // --kv-port: the prefill role's KV transfer listener
+  double kv_transfer_timeout_s = 30;  // --kv-transfer-timeout: the decode role's lease on reserved blocks
+  bool kv_events = false;             // --kv-events: publish prefix-cache changes
   std::string kv_cache_gb;  // the old spelling of --kv-cache-memory: an error that says so
 };
 
@@ -36,12 +43,21 @@ std::string model_name_of(const std::string& path) {
   return p.filename().string();
 }
 
+// This engine's KV layout and model identity, for the transfer handshake.
+Result<engine::KvLayout> kv_transfer_layout(const engine::Engine& core, const std::string& model_path) {
+  if (!core.can_transfer_kv()) return Status::unsupported("--role: this model's runner cannot share its KV memory");
+  engine::KvLayout layout = core.kv_layout();
+  KOI_ASSIGN_OR_RETURN(layout.model_fingerprint, engine::model_fingerprint(model_path));
+  return layout;
+}
+
 int run_serve(ServeOptions o) {
   if (!o.kv_cache_gb.empty()) {
     return fail("--kv-cache-gb is gone; use --kv-cache-memory " + o.kv_cache_gb +
                 "GiB (bytes with a unit, or a fraction of RAM such as 0.3)");
   }
   if (o.max_waiting < 1) return fail("--max-waiting must be at least 1, got " + std::to_string(o.max_waiting));
+  o.engine.publish_kv_events = o.kv_events;
   auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;
@@ -63,11 +79,32 @@ int run_serve(ServeOptions o) {
   info.max_model_len = core.max_model_len();
   serve::ServeMetrics metrics(info.name);
   serve::EngineService service(core, metrics, o.max_waiting);
+  serve::KvEventLog kv_events;
+  if (o.kv_events) {
+    service.publish_kv_events(&kv_events);
+    info.kv_events = &kv_events;
+  }
+  std::optional<serve::KvTransferServer> kv_server;
+  std::optional<serve::KvTransferClient> kv_client;
+  if (o.role != "both") {
+    auto layout = kv_transfer_layout(core, o.engine.model);
+    if (!layout.ok()) return fail(layout.status().message());
+    if (o.role == "decode") {
+      kv_client.emplace(*layout, o.kv_transfer_timeout_s, metrics);
+      info.kv_client = &*kv_client;
+    } else {
+      kv_server.emplace(*layout, service);
+      auto kv_port = kv_server->listen(o.server.host, o.kv_port);
+      if (!kv_port.ok()) return fail(kv_port.status().message());
+      std::printf("kv transfer on %s:%d\n", o.server.host.c_str(), *kv_port);
+    }
+  }
   {
     serve::Server server(o.server, info, service, metrics);
     auto port = server.listen();
     if (!port.ok()) return fail(port.status().message());
     service.start();
+    if (kv_server) kv_server->start();
     log::info("serving model '{}' ({} tokens of context) with {} forward threads", info.name, info.max_model_len,
               (*host)->runner->num_threads());
     std::printf("listening on http://%s:%d\n", o.server.host.c_str(), *port);
@@ -99,9 +136,26 @@ Runner setup_serve(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();
   app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
+  app->add_option("--role", o->role,
+                  "both: prefill and decode here; prefill: also serve prompts to decode workers over --kv-port; "
+                  "decode: take prompts' KV from the prefill worker a request names (docs/kv-transfer.md)")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
+  CLI::Option* kv_port = app->add_option("--kv-port", o->kv_port, "--role prefill: TCP port for KV transfers; 0 picks a free one")
+                             ->capture_default_str();
+  CLI::Option* kv_timeout =
+      app->add_option("--kv-transfer-timeout", o->kv_transfer_timeout_s,
+                      "--role decode: seconds a transfer may hold reserved blocks before the request is prefilled here")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  app->add_flag("--kv-events", o->kv_events,
+               "publish prefix-cache block stored/removed events at GET /kv/events?after=N and /kv/snapshot");
   app->add_option("--kv-cache-gb", o->kv_cache_gb)->group("");  // hidden: tells users the new spelling
-  return [o] {
+  return [o, kv_port, kv_timeout] {
+    if (kv_port->count() && o->role != "prefill") return fail("--kv-port applies to --role prefill only");
+    if (kv_timeout->count() && o->role != "decode") return fail("--kv-transfer-timeout applies to --role decode only");
     if (std::string e = port_error("--port", o->server.port); !e.empty()) return fail(e);
+    if (std::string e = port_error("--kv-port", o->kv_port); !e.empty()) return fail(e);
     return run_serve(*o);
   };
 }

@@ -22,6 +22,7 @@ std::optional<std::vector<int32_t>> BlockPool::allocate(int n) {
     unlink_free(block_id);
     Block& block = blocks_[block_id];
     if (block.hash) {
+      if (events_) events_->push_back({KvEvent::Kind::kRemoved, *block.hash});
       cached_.erase(*block.hash);
       block.hash.reset();
     }
@@ -57,6 +58,7 @@ bool BlockPool::cache(int32_t block_id, const BlockHash& hash) {
   KOI_CHECK(block.ref_count > 0 && !block.hash);
   if (!cached_.emplace(hash, block_id).second) return false;
   block.hash = hash;
+  if (events_) events_->push_back({KvEvent::Kind::kStored, hash});
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/block_hash.h"
+#include "engine/kv_events.h"
 
 namespace koi::engine {
 
@@ -50,6 +51,10 @@ class BlockPool {
 
   int ref_count(int32_t block_id) const { return blocks_[block_id].ref_count; }
   const std::optional<BlockHash>& hash(int32_t block_id) const { return blocks_[block_id].hash; }
+  // From now on, every hash that enters the cache (cache()) or leaves it (allocate() evicting
+  // it) is appended to `log` (not owned; null: no log).
+  void set_event_log(std::vector<KvEvent>* log) { events_ = log; }
+
   // The free list from head (next to evict) to tail; O(n), for tests and debugging.
   std::vector<int32_t> free_list() const;
 
@@ -70,6 +75,7 @@ class BlockPool {
   int32_t head_ = kNone;
   int32_t tail_ = kNone;
   int num_free_ = 0;
+  std::vector<KvEvent>* events_ = nullptr;
 };
 
 }  // namespace koi::engine

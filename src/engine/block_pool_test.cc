@@ -105,5 +105,23 @@ TEST(BlockHashTest, ChainDependsOnParentTokensAndExtraKey) {
   EXPECT_NE(hash_block(root, tokens, 0), hash_block(BlockHash{}, tokens, 0));
 }
 
+TEST(BlockPoolTest, EventLogRecordsStoresAndEvictionsInOrder) {
+  BlockPool pool(2);
+  std::vector<KvEvent> log;
+  pool.set_event_log(&log);
+  auto a = pool.allocate(2);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(pool.cache((*a)[0], fake_hash(1)));
+  EXPECT_TRUE(pool.cache((*a)[1], fake_hash(2)));
+  pool.release(*a);
+  ASSERT_TRUE(pool.allocate(1));  // evicts block 0's hash 1, the least recently freed
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0].kind, KvEvent::Kind::kStored);
+  EXPECT_EQ(log[0].hash, fake_hash(1));
+  EXPECT_EQ(log[1].hash, fake_hash(2));
+  EXPECT_EQ(log[2].kind, KvEvent::Kind::kRemoved);
+  EXPECT_EQ(log[2].hash, fake_hash(1));
+}
+
 }  // namespace
 }  // namespace koi::engine

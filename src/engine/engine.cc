@@ -30,6 +30,7 @@ Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
       kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_(scheduler_config(config_, runner), kv_),
       rng_(config_.seed) {
+  if (config_.publish_kv_events) kv_.set_event_log(&kv_events_);
   const SpeculativeConfig& spec = config_.speculative;
   const Status spec_status = validate(spec, runner);
   if (!spec_status.ok()) log::error("{}", spec_status.message());
@@ -44,7 +45,7 @@ Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
             max_model_len());
 }
 
-Status Engine::add_request(RequestSpec spec) {
+Result<std::unique_ptr<Request>> Engine::make_request(RequestSpec& spec) {
   const int n_vocab = runner_.n_vocab();
   KOI_RETURN_IF_ERROR(validate(spec.params, n_vocab).with_prefix(fmt::format("request '{}'", spec.id)));
   for (int32_t token : spec.prompt) {
@@ -67,10 +68,36 @@ Status Engine::add_request(RequestSpec spec) {
       request->decoder->push(token);
     }
   }
-  return scheduler_.add(std::move(request));
+  return request;
+}
+
+Status Engine::add_request(RequestSpec spec) {
+  std::shared_ptr<KvImport> import = std::move(spec.kv_import);
+  Status added = add(std::move(spec), import);
+  // A refused request never reserves: its transfer thread must not wait for it.
+  if (!added.ok() && import) import->cancel();
+  return added;
+}
+
+Status Engine::add(RequestSpec spec, std::shared_ptr<KvImport> import) {
+  if (imports_.count(spec.id)) {
+    return Status::already_exists(fmt::format("request id '{}' is already in use; use a unique id", spec.id));
+  }
+  std::shared_ptr<KvExport> export_ticket = std::move(spec.kv_export);
+  KOI_ASSIGN_OR_RETURN(std::unique_ptr<Request> request, make_request(spec));
+  KOI_RETURN_IF_ERROR(scheduler_.check_new(*request));
+  if (import) {
+    add_import(std::move(request), std::move(import));
+    return ok_status();
+  }
+  const std::string id = request->id;
+  KOI_RETURN_IF_ERROR(scheduler_.add(std::move(request)));
+  if (export_ticket) exports_.emplace(id, std::move(export_ticket));
+  return ok_status();
 }
 
 Status Engine::abort(const std::string& request_id) {
+  if (abort_import(request_id)) return ok_status();
   KOI_RETURN_IF_ERROR(scheduler_.abort(request_id));
   if (draft_) draft_->free(request_id);
   return ok_status();
@@ -103,8 +130,17 @@ void Engine::build_batch(const SchedulerOutput& plan) {
 
 Result<std::vector<RequestOutput>> Engine::step() {
   const int64_t start_ns = clock_.now_ns();
+  poll_imports();
+  // First tokens of requests prefilled elsewhere go out at once, before the next forward.
+  std::vector<RequestOutput> outputs = std::move(pending_);
+  pending_.clear();
+  if (!outputs.empty()) return outputs;
   const SchedulerOutput plan = scheduler_.schedule();
-  if (plan.scheduled.empty()) return scheduler_.take_aborted();
+  if (plan.scheduled.empty()) {
+    for (RequestOutput& out : scheduler_.take_aborted()) outputs.push_back(std::move(out));
+    drop_finished_exports();
+    return outputs;
+  }
 
   build_batch(plan);
   const size_t n_vocab = static_cast<size_t>(runner_.n_vocab());
@@ -122,12 +158,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
     counters_.num_draft_tokens += static_cast<int64_t>(num_rows - 1);
     counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
   }
-  std::vector<RequestOutput> outputs = scheduler_.take_aborted();
+  export_kv(plan, new_tokens);
+  for (RequestOutput& out : scheduler_.take_aborted()) outputs.push_back(std::move(out));
   for (RequestOutput& out : scheduler_.update(plan, new_tokens)) {
     counters_.num_generated_tokens += static_cast<int64_t>(out.token_ids.size());
     outputs.push_back(std::move(out));
   }
   free_drafts(plan, outputs);
+  drop_finished_exports();
   propose_drafts();
 
   ++counters_.num_steps;

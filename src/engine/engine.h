@@ -10,6 +10,11 @@
 // the results and stop conditions, and drafts are proposed for the next step (prompt lookup,
 // or a draft model: see spec_decode.h and draft_model.h).
 //
+// Prefill/decode disaggregation (kv_transfer.h, remote_prefill.cc): a RequestSpec with a
+// kv_import waits, holding reserved blocks, until another engine's KV for its prompt has
+// arrived (or falls back to prefilling here); one with a kv_export has its prompt's KV copied
+// out after each forward pass.
+//
 // Threading: one thread owns the Engine and calls every method; nothing here locks. Other
 // threads (HTTP handlers) talk to that thread through queues. A failed forward pass makes
 // step() return its Status with no request changed, so the step can be retried. A failed
@@ -19,6 +24,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -26,6 +33,7 @@
 #include "base/status.h"
 #include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_transfer.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -44,6 +52,7 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;                  // seeds requests that carry no seed of their own
+  bool publish_kv_events = false;     // keep a log of prefix-cache changes (take_kv_events)
   SpeculativeConfig speculative;
   // Not owned; must outlive the engine. Set: outputs carry text (special tokens skipped),
   // stop strings apply. Null: token ids only, stop strings are ignored.
@@ -56,6 +65,11 @@ struct RequestSpec {
   SamplingParams params;
   int priority = 0;              // lower runs first and is preempted last
   uint64_t cache_key = 0;        // adapter id / tenant salt: prefixes are shared only within a key
+  // Prefill/decode disaggregation (kv_transfer.h); at most one is set. kv_import: the prompt's
+  // KV comes from another engine (decode side); kv_export: copy the prompt's KV out as it is
+  // computed (prefill side; the request should have max_tokens 1).
+  std::shared_ptr<KvImport> kv_import;
+  std::shared_ptr<KvExport> kv_export;
 };
 // Arrival order is the order of add_request calls.
 
@@ -75,6 +89,9 @@ struct EngineStats {
   int64_t num_draft_tokens = 0;          // drafts verified (proposed and scheduled)
   int64_t num_accepted_tokens = 0;       // drafts accepted
   double spec_acceptance_rate = 0.0;
+  int64_t num_kv_imports = 0;            // requests whose prompt KV came from another engine
+  int64_t num_kv_fallbacks = 0;          // imports that failed and were prefilled here
+  int64_t num_kv_exports = 0;            // prompts whose KV was copied out
 };
 
 class Engine {
@@ -92,14 +109,42 @@ class Engine {
   // Finishes a request at once and frees its blocks; its final output comes from step().
   Status abort(const std::string& request_id);
 
-  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  bool has_unfinished() const { return scheduler_.has_unfinished() || !imports_.empty() || !pending_.empty(); }
+  // Unfinished requests other than those waiting for their KV from another engine: step()
+  // has computing to do.
+  bool has_work() const { return scheduler_.has_unfinished() || !pending_.empty(); }
+  // Requests waiting for their KV from another engine.
+  int num_importing() const { return static_cast<int>(imports_.size()); }
+  // Layout of this engine's KV blocks, for the transfer handshake; model_fingerprint empty.
+  KvLayout kv_layout() const;
+  // Whether this engine's runner exposes its KV memory (required for a transfer).
+  bool can_transfer_kv() const { return runner_.kv_memory() != nullptr; }
   EngineStats stats() const;
+  // The prefix-cache changes since the last call, in order (config.publish_kv_events).
+  std::vector<KvEvent> take_kv_events() { return std::exchange(kv_events_, {}); }
   const KvCacheManager& kv_cache() const { return kv_; }
   // The draft-model proposer; null unless speculation uses a draft model.
   const DraftModelProposer* draft_proposer() const { return draft_.get(); }
   int max_model_len() const { return scheduler_.config().max_model_len; }
 
  private:
+  struct Import {
+    std::unique_ptr<Request> request;
+    std::shared_ptr<KvImport> ticket;
+  };
+
+  Status add(RequestSpec spec, std::shared_ptr<KvImport> import);
+  Result<std::unique_ptr<Request>> make_request(RequestSpec& spec);
+  // Disaggregation (remote_prefill.cc).
+  void add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImport> ticket);
+  void poll_imports();
+  void commit_import(Import& import);
+  void fall_back(Import& import, const std::string& why);
+  bool abort_import(const std::string& request_id);
+  void export_kv(const SchedulerOutput& plan, const std::vector<std::vector<SampledToken>>& new_tokens);
+  void copy_block(const Request& r, int block_idx, KvExport& ticket);
+  void drop_finished_exports();
+
   void build_batch(const SchedulerOutput& plan);
   void propose_drafts();
   // Drops the draft-model state of requests that finished or were preempted this step.
@@ -116,6 +161,10 @@ class Engine {
   model::ForwardBatch batch_;
   std::vector<int32_t> first_logit_row_;  // per scheduled request; -1 when it does not sample
   std::vector<float> logits_;
+  std::unordered_map<std::string, Import> imports_;                      // decode side
+  std::unordered_map<std::string, std::shared_ptr<KvExport>> exports_;   // prefill side
+  std::vector<RequestOutput> pending_;  // first tokens of committed imports, aborted imports
+  std::vector<KvEvent> kv_events_;
   EngineStats counters_;
   int64_t busy_ns_ = 0;
 };

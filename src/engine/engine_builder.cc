@@ -145,6 +145,7 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
   ec.eos_token_ids = tok.spec().eog_ids;
   if (tok.eos_id()) ec.eos_token_ids.push_back(*tok.eos_id());
   if (o.detokenize) ec.tokenizer = &tok;
+  ec.publish_kv_events = o.publish_kv_events;
 
   host.runner = std::make_unique<LlamaRunner>(*host.model.model, num_blocks, o.block_size, o.threads);
   if (!o.speculative.empty()) {

@@ -44,6 +44,7 @@ struct EngineOptions {
   // Not flags: set by commands.
   int max_model_len = 0;              // tokens per sequence at most; 0: the model's context
   bool detokenize = true;             // outputs carry text and stop strings apply
+  bool publish_kv_events = false;     // the engine logs prefix-cache changes (koi serve --kv-events)
 };
 
 // Range-checks every field; the message names the flag, its accepted range and the value.

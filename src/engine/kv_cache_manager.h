@@ -42,6 +42,8 @@ class KvCacheManager {
   int block_size() const { return block_size_; }
   const BlockPool& pool() const { return pool_; }
   const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+  // Prefix-cache changes go to `log` from now on (BlockPool::set_event_log).
+  void set_event_log(std::vector<KvEvent>* log) { pool_.set_event_log(log); }
 
   // The longest run of cached full blocks at the start of a request that holds no blocks.
   // Never covers the last token, whose logits must be computed. Changes nothing.

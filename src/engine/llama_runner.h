@@ -23,6 +23,7 @@ class LlamaRunner final : public ModelRunner {
   Status forward(const model::ForwardBatch& batch, float* logits) override;
 
   const model::KvCache& kv_cache() const { return kv_; }
+  model::KvCache* kv_memory() override { return &kv_; }
   int num_threads() const { return pool_.num_threads(); }
 
  private:

@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "model/forward_batch.h"
+#include "model/kv_cache.h"
 
 namespace koi::engine {
 
@@ -20,6 +21,10 @@ class ModelRunner {
   // [batch.logit_indices.size(), n_vocab] (row-major). A failure leaves the engine's
   // state unchanged; the step can be retried.
   virtual Status forward(const model::ForwardBatch& batch, float* logits) = 0;
+  // The paged KV memory, for copying blocks in and out (KV transfer between engines,
+  // engine/kv_transfer.h); null when the runner has none to share (then the engine cannot
+  // take part in a transfer).
+  virtual model::KvCache* kv_memory() { return nullptr; }
 };
 
 }  // namespace koi::engine

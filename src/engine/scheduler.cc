@@ -23,6 +23,15 @@ Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(std::
 }
 
 Status Scheduler::add(std::unique_ptr<Request> request) {
+  KOI_RETURN_IF_ERROR(check_new(*request));
+  Request* r = request.get();
+  requests_.emplace(r->id, std::move(request));
+  insert_waiting(r);
+  return ok_status();
+}
+
+Status Scheduler::check_new(const Request& r) const {
+  const Request* request = &r;
   if (request->num_prompt_tokens == 0) {
     return Status::invalid_argument(fmt::format("request '{}' has an empty prompt; send at least one token", request->id));
   }
@@ -36,10 +45,21 @@ Status Scheduler::add(std::unique_ptr<Request> request) {
   if (requests_.count(request->id)) {
     return Status::already_exists(fmt::format("request id '{}' is already in use; use a unique id", request->id));
   }
-  Request* r = request.get();
-  requests_.emplace(r->id, std::move(request));
-  insert_waiting(r);
   return ok_status();
+}
+
+RequestOutput Scheduler::add_prefilled(std::unique_ptr<Request> request, const SampledToken& first) {
+  Request* r = request.get();
+  KOI_CHECK(r->num_computed_tokens == r->num_prompt_tokens && r->num_output_tokens() == 0);
+  requests_.emplace(r->id, std::move(request));
+  r->status = RequestStatus::kRunning;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), r, by_order), r);
+  RequestOutput out;
+  out.request_id = r->id;
+  const bool finished = append_token(*r, first, out);
+  kv_.cache_full_blocks(*r);
+  if (finished) finish(r, out.finish_reason);
+  return out;
 }
 
 void Scheduler::insert_waiting(Request* request) {

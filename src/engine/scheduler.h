@@ -55,6 +55,13 @@ class Scheduler {
 
   // Queues a request; fails if its id is taken or it can never run.
   Status add(std::unique_ptr<Request> request);
+  // The checks of add() alone: fails if the request's id is taken or it can never run.
+  Status check_new(const Request& request) const;
+  // Adds a request whose prompt is computed (num_computed_tokens == its prompt length, its
+  // blocks allocated in the KV-cache manager: KV imported from another engine) straight to
+  // the running batch with its first sampled token, which it applies like update() does.
+  // Returns that token's output; the request may finish with it (and is then freed).
+  RequestOutput add_prefilled(std::unique_ptr<Request> request, const SampledToken& first);
   SchedulerOutput schedule();
   // new_tokens[i]: the tokens accepted for output.scheduled[i] (empty while a prompt is
   // still being prefilled; with speculation, the accepted drafts then one sampled token).

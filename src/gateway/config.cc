@@ -155,6 +155,31 @@ void split_listen(Reader& r, const std::string& path, const std::string& text, s
   }
 }
 
+void read_prefill(Reader& r, const YAML::Node& node, const std::string& p, PrefillConfig* out) {
+  if (!r.is_map(node, p, {"min_uncached_tokens", "replicas"})) return;
+  r.get_min(node, "min_uncached_tokens", p, &out->min_uncached_tokens, int64_t{0});
+  const YAML::Node replicas = node["replicas"];
+  if (!replicas || !r.is_list(replicas, p + "replicas") || replicas.size() == 0) {
+    return r.fail(p + "replicas", "needs at least one prefill worker ({url: http://HOST:PORT, kv: HOST:PORT})");
+  }
+  for (size_t k = 0; k < replicas.size(); ++k) {
+    const std::string rp = p + "replicas[" + std::to_string(k) + "].";
+    if (!r.is_map(replicas[k], rp, {"url", "kv"})) {
+      r.fail(rp.substr(0, rp.size() - 1), "must be a mapping with url and kv");
+      continue;
+    }
+    PrefillReplicaConfig w;
+    r.get(replicas[k], "url", rp, &w.url);
+    r.get(replicas[k], "kv", rp, &w.kv);
+    std::string host, port;
+    if (Status s = parse_replica_url(w.url, &host, &port); !s.ok()) r.fail(rp + "url", s.message());
+    int kv_port = 0;
+    split_listen(r, rp + "kv", w.kv, &host, &kv_port);
+    if (kv_port == 0) r.fail(rp + "kv", "needs the prefill worker's --kv-port (1-65535), got '" + w.kv + "'");
+    out->replicas.push_back(std::move(w));
+  }
+}
+
 void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   const YAML::Node models = root["models"];
   if (!models || (models.IsSequence() && models.size() == 0)) {
@@ -170,7 +195,7 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   std::set<std::string> names;
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string p = "models[" + std::to_string(i) + "].";
-    if (!r.is_map(models[i], p, {"name", "price", "versions"})) {
+    if (!r.is_map(models[i], p, {"name", "price", "versions", "prefill"})) {
       r.fail(p.substr(0, p.size() - 1), "must be a mapping with name and versions");
       continue;
     }
@@ -210,6 +235,7 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
       }
       m.versions.push_back(std::move(v));
     }
+    read_prefill(r, models[i]["prefill"], p + "prefill.", &m.prefill);
     c->models.push_back(std::move(m));
   }
 }

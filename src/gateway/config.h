@@ -30,11 +30,23 @@ struct VersionConfig {
   std::vector<std::string> replicas;  // http://host:port
 };
 
+// Prefill/decode disaggregation (docs/kv-transfer.md): the model's versions are its decode
+// pool; these are its prefill workers.
+struct PrefillReplicaConfig {
+  std::string url;  // http://host:port of the prefill worker's API (health checks)
+  std::string kv;   // HOST:PORT of its --kv-port
+};
+struct PrefillConfig {
+  int64_t min_uncached_tokens = 256;  // split only when the uncached prompt suffix is this long
+  std::vector<PrefillReplicaConfig> replicas;  // empty: no disaggregation
+};
+
 struct ModelConfig {
   std::string name;
   double prompt_price_per_1k = 0;      // currency units per 1000 prompt tokens
   double completion_price_per_1k = 0;
   std::vector<VersionConfig> versions;
+  PrefillConfig prefill;
 };
 
 struct TenantConfig {

@@ -26,6 +26,10 @@ Fleet::Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed)
       }
       model.versions.push_back(std::move(version));
     }
+    if (!m.prefill.replicas.empty()) {
+      model.prefill = std::make_unique<PrefillPool>(m.prefill, config.kv, config.breaker_failures,
+                                                    config.breaker_open_ms * 1000000);
+    }
   }
   for (const TenantConfig& t : config.tenants) {
     tenants_.emplace(t.name, make_tenant(t));
@@ -142,12 +146,27 @@ std::optional<ReplicaPick> Fleet::pick(const std::string& model_name, const Rout
     if (r.get() != replicas[d.index]) continue;
     r->breaker.allow(now);
     ++r->outstanding;
-    return ReplicaPick{r, model_name, version.name, d.matched_blocks};
+    ReplicaPick pick{r, model_name, version.name, d.matched_blocks, "", "", ""};
+    choose_prefill(m->second, input, now, pick);
+    return pick;
   }
   return std::nullopt;
 }
 
+void Fleet::choose_prefill(Model& model, const RouteInput& input, int64_t now, ReplicaPick& pick) {
+  if (!model.prefill) return;
+  const std::optional<PrefillChoice> choice = model.prefill->choose(input, input.prompt_tokens, pick.matched_blocks, now);
+  pick.pd_decision = choice ? "split" : "local";
+  if (!choice) return;
+  pick.prefill_url = choice->url;
+  pick.prefill_peer = choice->kv_peer;
+}
+
 void Fleet::report(const ReplicaPick& pick, Outcome outcome, double latency_s) {
+  if (!pick.prefill_url.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto m = models_.find(pick.model); m != models_.end() && m->second.prefill) m->second.prefill->release(pick.prefill_url);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Replica& r = *pick.replica;
   --r.outstanding;
@@ -167,6 +186,11 @@ std::vector<Fleet::Endpoint> Fleet::endpoints() const {
     for (const Version& v : m.versions) {
       for (const auto& r : v.replicas) out.push_back({r->url, r->host, r->port});
     }
+    if (!m.prefill) continue;
+    for (const std::string& url : m.prefill->urls()) {
+      std::string host, port;
+      if (parse_replica_url(url, &host, &port).ok()) out.push_back({url, net::resolve_host(host), port});
+    }
   }
   return out;
 }
@@ -175,6 +199,7 @@ void Fleet::health_result(const std::string& url, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.now_ns();
   for (auto& [name, m] : models_) {
+    if (m.prefill) m.prefill->health_result(url, ok, now);
     for (Version& v : m.versions) {
       for (auto& r : v.replicas) {
         if (r->url != url) continue;

@@ -21,6 +21,7 @@
 #include "gateway/api_keys.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/config.h"
+#include "gateway/pd_split.h"
 #include "gateway/router.h"
 #include "gateway/token_bucket.h"
 
@@ -36,6 +37,10 @@ struct ReplicaPick {
   std::shared_ptr<Replica> replica;
   std::string model, version;
   size_t matched_blocks = 0;
+  // Disaggregation: "" for a model without a prefill pool, else "split" (prefill on
+  // prefill_url, whose KV address is prefill_peer) or "local".
+  std::string pd_decision;
+  std::string prefill_url, prefill_peer;
 };
 
 struct Admission {
@@ -106,7 +111,9 @@ class Fleet {
   struct Model {
     ModelConfig config;  // versions here are the initial ones; `versions` is the live list
     std::vector<Version> versions;
+    std::unique_ptr<PrefillPool> prefill;  // set when the model has a prefill pool
   };
+  void choose_prefill(Model& model, const RouteInput& input, int64_t now, ReplicaPick& pick);
   struct Tenant {
     TenantConfig config;
     TokenBucket rpm, tpm;

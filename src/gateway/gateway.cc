@@ -126,6 +126,9 @@ void GatewayImpl::declare_metrics() {
   metrics_.histogram("koi_gateway_ttft_seconds", "Time to the first event (stream) or the answer's headers.",
                      {"tenant", "model", "version", "replica"}, seconds);
   metrics_.counter("koi_gateway_upstream_errors_total", "Failed attempts on a replica (retried or not).", {"replica"});
+  metrics_.counter("koi_gateway_pd_decisions_total",
+                   "Requests to a model with a prefill pool: split (prefilled on a prefill worker) or local.",
+                   {"model", "decision"});
   metrics_.gauge("koi_gateway_version_weight", "Traffic weight of each version.", {"model", "version"});
 }
 

@@ -100,6 +100,11 @@ std::string relay_event(const net::SseEvent& ev, bool client_wants_usage, bool c
   return net::sse_data(json::serialize(v));
 }
 
+// Disaggregation: the decode worker takes the prompt's KV from the chosen prefill worker.
+void add_prefill_peer(const ReplicaPick& pick, net::ClientRequest& up_req) {
+  if (!pick.prefill_peer.empty()) up_req.headers.emplace_back("x-koi-prefill-peer", pick.prefill_peer);
+}
+
 std::string cut_stream_event(const std::string& replica, const std::string& why) {
   return net::sse_data(openai_error("the replica " + replica + " broke off the stream: " + why, "upstream_error", 502));
 }
@@ -182,7 +187,7 @@ awaitable<void> Proxy::reject(Call& call, net::Responder& res, int status, std::
 
 awaitable<std::unique_ptr<net::Exchange>> Proxy::open_upstream(Call& call, const net::Request& req, net::Responder& res) {
   const std::vector<uint64_t> blocks = chain_text_blocks(call.parsed.prompt_text, config_.prefix_block_bytes);
-  const RouteInput route{blocks, header(req, config_.session_header)};
+  const RouteInput route{blocks, header(req, config_.session_header), call.estimated_tokens};
   net::Timeouts timeouts;
   timeouts.connect = std::chrono::milliseconds(config_.connect_timeout_ms);
   timeouts.first_byte = std::chrono::milliseconds(config_.first_byte_timeout_ms);
@@ -193,12 +198,16 @@ awaitable<std::unique_ptr<net::Exchange>> Proxy::open_upstream(Call& call, const
   for (int attempt = 0; attempt < config_.max_attempts && !call.client_gone; ++attempt) {
     std::optional<ReplicaPick> pick = fleet_.pick(call.record.model, route, tried);
     if (!pick) break;
+    if (!pick->pd_decision.empty()) {
+      metrics_.add("koi_gateway_pd_decisions_total", {{"model", pick->model}, {"decision", pick->pd_decision}});
+    }
     tried.push_back(pick->replica->url);
     const int64_t attempt_start = clock_.now_ns();
     net::ClientRequest up_req;
     up_req.method = "POST";
     up_req.target = std::string(req.target());
     up_req.headers = {{"x-request-id", call.record.request_id}};
+    add_prefill_peer(*pick, up_req);
     up_req.body = call.parsed.upstream_body;
     auto opened = co_await client_.open(pick->replica->host, pick->replica->port, std::move(up_req), timeouts);
     std::string why;

@@ -38,6 +38,7 @@ struct KvAwareOptions {
 struct RouteInput {
   std::span<const uint64_t> blocks;  // chained block hashes of the prompt
   std::string_view session;          // affinity key, "" for none
+  int64_t prompt_tokens = 0;         // estimated, for the disaggregation decision
 };
 
 struct Candidate {

@@ -1,10 +1,16 @@
 #include "serve/engine_service.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "base/logging.h"
 
 namespace koi::serve {
+
+namespace {
+constexpr std::chrono::microseconds kImportPoll{500};
+}  // namespace
 
 EngineService::EngineService(engine::Engine& engine, ServeMetrics& metrics, int max_waiting, const Clock& clock)
     : engine_(engine), metrics_(metrics), max_waiting_(max_waiting), clock_(clock) {}
@@ -75,9 +81,16 @@ void EngineService::loop() {
     bool cancel = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return stopping_ || !inbound_.empty() || !aborts_.empty() || cancel_all_ || engine_.has_unfinished();
-      });
+      const auto ready = [&] {
+        return stopping_ || !inbound_.empty() || !aborts_.empty() || cancel_all_ || engine_.has_work();
+      };
+      // Requests waiting for KV from a prefill worker need a look now and then (their
+      // transfer completes, fails or runs out of lease on another thread).
+      if (engine_.num_importing() > 0) {
+        cv_.wait_for(lock, kImportPoll, ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
       if (stopping_) return;
       submissions.swap(inbound_);
       aborts.swap(aborts_);
@@ -92,6 +105,7 @@ void EngineService::loop() {
     // Aborted requests report their final output from the next step, even when idle.
     if (!engine_.has_unfinished() && !aborted) continue;
 
+
     const int64_t step_start = clock_.now_ns();
     auto outputs = engine_.step();
     if (!outputs.ok()) {
@@ -101,6 +115,7 @@ void EngineService::loop() {
     }
     failed_steps = 0;
     for (engine::RequestOutput& out : *outputs) deliver(std::move(out), step_start);
+    if (kv_events_) kv_events_->append(engine_.take_kv_events());
     update_gauges();
   }
 }
@@ -193,6 +208,9 @@ void EngineService::update_gauges() {
   metrics_.num_preemptions.set(static_cast<double>(s.num_preemptions));
   metrics_.spec_decode_num_draft_tokens.set(static_cast<double>(s.num_draft_tokens));
   metrics_.spec_decode_num_accepted_tokens.set(static_cast<double>(s.num_accepted_tokens));
+  metrics_.kv_transfer_imports.set(static_cast<double>(s.num_kv_imports));
+  metrics_.kv_transfer_fallbacks.set(static_cast<double>(s.num_kv_fallbacks));
+  metrics_.kv_transfer_exports.set(static_cast<double>(s.num_kv_exports));
   std::lock_guard lock(mu_);
   num_running_ = s.num_running;
 }

@@ -4,6 +4,9 @@
 // variable when idle. HTTP threads only call the thread-safe methods below; no JSON and no
 // network object ever reaches the engine thread.
 //
+// While requests wait for their KV from a prefill worker (engine::KvImport), the loop looks
+// at them every 0.5 ms instead of sleeping until new work arrives.
+//
 // The engine's outputs already carry their text (the engine detokenizes and applies stop
 // strings); the service routes them and records the request-level metrics.
 //
@@ -28,6 +31,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "serve/kv_events.h"
 #include "serve/metrics.h"
 
 namespace koi::serve {
@@ -50,6 +54,9 @@ class EngineService {
                 const Clock& clock = SystemClock::instance());
   ~EngineService();  // stops the thread; unfinished requests are dropped
 
+  // Before start(): after every step the engine's prefix-cache changes go to `log` (the engine
+  // must be built with publish_kv_events). `log` must outlive the service.
+  void publish_kv_events(KvEventLog* log) { kv_events_ = log; }
   void start();
   // Queues requests (each with a unique id) that report to `sink`. Thread-safe.
   Status submit(std::vector<engine::RequestSpec> requests, Sink sink);
@@ -99,6 +106,7 @@ class EngineService {
   int num_running_ = 0;                  // guarded by mu_: the engine's running count after the last step
 
   std::unordered_map<std::string, Live> live_;  // engine thread only
+  KvEventLog* kv_events_ = nullptr;
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 
@@ -25,6 +26,7 @@ using boost::system::error_code;
 using Channel = asio::experimental::concurrent_channel<void(error_code, Event)>;
 using HttpRequest = net::Request;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
+constexpr const char* kPrefillPeerHeader = "x-koi-prefill-peer";
 
 // A complete (non-streamed) HTTP response.
 struct Reply {
@@ -109,8 +111,11 @@ struct Server::Impl {
   awaitable<void> handle(HttpRequest& req, net::Responder& res);
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
+  Reply kv_events_reply(const std::string& path, const HttpRequest& req);
   std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
+  std::optional<ApiError> attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
+                                              std::vector<std::shared_ptr<engine::KvImport>>* imports);
   void watch_signals();
   void begin_shutdown();
   awaitable<void> shutdown_sequence();
@@ -243,6 +248,7 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
     return {200, "", "text/plain"};
   }
   if (path == "/metrics" && is_get) return {200, metrics.registry.render(), "text/plain; version=0.0.4; charset=utf-8"};
+  if ((path == "/kv/events" || path == "/kv/snapshot") && is_get && model.kv_events) return kv_events_reply(path, req);
   if (path == "/v1/models" && is_get) {
     json::object card{{"id", model.name},           {"object", "model"},
                       {"created", unix_seconds()},  {"owned_by", "koi"},
@@ -275,6 +281,26 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
                                           "invalid_request_error"));
   return error_reply(api_error(404, fmt::format("Invalid URL ({} {})", std::string_view(req.method_string()), path),
                                "invalid_request_error"));
+}
+
+Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& req) {
+  if (path == "/kv/snapshot") return {200, model.kv_events->snapshot_json()};
+  auto url = boost::urls::parse_origin_form(req.target());
+  uint64_t after = 0;
+  for (const auto& param : url->params()) {
+    if (param.key != "after") return error_reply(bad_request("/kv/events takes only ?after=N", param.key));
+    const std::string& v = param.value;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), after);
+    if (ec != std::errc() || ptr != v.data() + v.size()) {
+      return error_reply(bad_request("after must be an event number (0 or more), got '" + v + "'", "after"));
+    }
+  }
+  std::optional<std::string> events = model.kv_events->events_json(after);
+  if (!events) {
+    return error_reply(api_error(410, fmt::format("events after {} are gone; resynchronise from GET /kv/snapshot", after),
+                                 "invalid_request_error", "kv_events_gone"));
+  }
+  return {200, std::move(*events)};
 }
 
 std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts) {
@@ -318,6 +344,23 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   return std::nullopt;
 }
 
+std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
+                                                         std::vector<std::shared_ptr<engine::KvImport>>* imports) {
+  auto header = req.find(kPrefillPeerHeader);
+  if (header == req.end()) return std::nullopt;
+  const std::string peer(header->value());
+  if (!model.kv_client) {
+    return bad_request(fmt::format("{}: this server takes no KV transfers; start it with --role decode",
+                                   kPrefillPeerHeader));
+  }
+  if (Status s = check_peer(peer); !s.ok()) return bad_request(s.message());
+  for (engine::RequestSpec& spec : specs) {
+    model.kv_client->attach(spec, peer);
+    imports->push_back(spec.kv_import);
+  }
+  return std::nullopt;
+}
+
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
@@ -352,12 +395,18 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       capacity += static_cast<size_t>(g.params.max_tokens) + 2;  // at most one event per step, plus the end
     }
   }
+  std::vector<std::shared_ptr<engine::KvImport>> imports;
+  if (std::optional<ApiError> e = attach_prefill_peer(req, specs, &imports)) {
+    co_await reply(res, error_reply(*e));
+    co_return;
+  }
   const int num_choices = static_cast<int>(specs.size());
   auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, capacity);
   Status submitted = service.submit(std::move(specs), [channel](Event ev) {
     channel->try_send(error_code{}, std::move(ev));
   });
   if (!submitted.ok()) {
+    for (const auto& import : imports) import->cancel();
     co_await reply(res, error_reply(status_error(submitted)));
     co_return;
   }

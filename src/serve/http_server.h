@@ -2,7 +2,7 @@
 //
 // Endpoints: POST /v1/completions, /v1/chat/completions (JSON, or server-sent events with
 // "stream": true, ending in "data: [DONE]"), GET /v1/models, /health, /metrics (Prometheus),
-// POST /tokenize, /detokenize. Errors are OpenAI-shaped JSON with the right status: 400 bad
+// POST /tokenize, /detokenize; with --kv-events, GET /kv/events?after=N and /kv/snapshot. Errors are OpenAI-shaped JSON with the right status: 400 bad
 // body or parameter, 401 bad key, 404 unknown model or path, 405 wrong method, 408 slow
 // client, 413 body over the limit, 429 queue full and 503 shutting down (both with
 // Retry-After). A client that disconnects mid-request aborts its engine requests.
@@ -12,6 +12,10 @@
 // run() blocks; stop() (or SIGTERM/SIGINT) begins a graceful shutdown: the listener
 // closes, in-flight requests finish, or are cancelled at the deadline, and run() returns
 // after stopping the EngineService. Failures to bind come back from listen().
+//
+// Prefill/decode disaggregation: on a decode worker (ModelInfo::kv_client set), a generation
+// request with the header `x-koi-prefill-peer: HOST:PORT` gets its prompt's KV from that
+// prefill worker's --kv-port (serve/kv_transfer_client.h); the response is the same.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,8 @@
 #include "base/status.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
+#include "serve/kv_events.h"
+#include "serve/kv_transfer_client.h"
 #include "serve/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +48,11 @@ struct ModelInfo {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const ChatPrompt* chat = nullptr;
   int max_model_len = 0;                 // prompt + output tokens per request
+  // Set for --role decode: requests with an x-koi-prefill-peer header take their prompt's KV
+  // from that prefill worker. Null: the header is refused.
+  KvTransferClient* kv_client = nullptr;
+  // Set with --kv-events: GET /kv/events?after=N and GET /kv/snapshot (serve/kv_events.h).
+  const KvEventLog* kv_events = nullptr;
 };
 
 class Server {

@@ -138,6 +138,7 @@ asio::awaitable<void> http_request(net::Client& client, const HttpTarget& target
   req.method = "POST";
   req.target = target.path;
   if (!config.api_key.empty()) req.headers.emplace_back("authorization", "Bearer " + config.api_key);
+  for (const auto& [name, value] : config.headers) req.headers.emplace_back(name, value);
   req.body = request_body(config, shape);
   net::Timeouts timeouts;
   timeouts.first_byte = timeouts.idle = std::chrono::minutes(10);
@@ -268,6 +269,7 @@ Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& c) {
     } catch (const std::exception&) {
       return Status::invalid_argument(fmt::format("{}:{}: expected TIMESTAMP,ContextTokens,GeneratedTokens", c.trace, line_no));
     }
+    input = std::llround(static_cast<double>(input) * c.input_scale);
     const int n = static_cast<int>(std::clamp<int64_t>(input, 1, c.max_input_len));
     shapes.push_back(clipped(random_tokens(rng, n, c), input, output, c));
   }
@@ -303,7 +305,7 @@ Result<BenchReport> run_http(const LoadConfig& given, const std::vector<RequestS
   };
   asio::co_spawn(ioc, dispatch(), asio::detached);
   ioc.run();
-  return summarize(results, seconds_between(start, Clock::now()));
+  return summarize(results, seconds_between(start, Clock::now()), config.slo_ttft_ms, config.slo_itl_ms);
 }
 
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
@@ -362,7 +364,7 @@ Result<BenchReport> run_in_process(const std::string& model_path, const LoadConf
   }
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return num_done == shapes.size(); });
-  return summarize(results, seconds_between(start, Clock::now()));
+  return summarize(results, seconds_between(start, Clock::now()), config.slo_ttft_ms, config.slo_itl_ms);
 }
 
 LatencyStats latency_stats(std::vector<double> seconds) {
@@ -382,9 +384,24 @@ LatencyStats latency_stats(std::vector<double> seconds) {
   return s;
 }
 
-BenchReport summarize(const std::vector<RequestResult>& results, double duration_s) {
+namespace {
+
+bool within_slo(const RequestResult& r, double slo_ttft_ms, double slo_itl_ms) {
+  if (slo_ttft_ms > 0 && r.ttft * 1e3 > slo_ttft_ms) return false;
+  if (slo_itl_ms <= 0 || r.itl.empty()) return true;
+  double sum = 0;
+  for (double gap : r.itl) sum += gap;
+  return sum / static_cast<double>(r.itl.size()) * 1e3 <= slo_itl_ms;
+}
+
+}  // namespace
+
+BenchReport summarize(const std::vector<RequestResult>& results, double duration_s, double slo_ttft_ms,
+                      double slo_itl_ms) {
   BenchReport rep;
   rep.duration_s = duration_s;
+  rep.slo_ttft_ms = slo_ttft_ms;
+  rep.slo_itl_ms = slo_itl_ms;
   std::vector<double> ttft, itl, e2e;
   for (const RequestResult& r : results) {
     if (!r.ok) {
@@ -393,6 +410,7 @@ BenchReport summarize(const std::vector<RequestResult>& results, double duration
       continue;
     }
     ++rep.completed;
+    rep.good += within_slo(r, slo_ttft_ms, slo_itl_ms);
     rep.input_tokens += r.input_tokens;
     rep.output_tokens += r.output_tokens;
     ttft.push_back(r.ttft);
@@ -416,6 +434,10 @@ json::object report_json(const BenchReport& r) {
           {"input_tokens", r.input_tokens},
           {"output_tokens", r.output_tokens},
           {"request_throughput", r.completed / d},
+          {"good", r.good},
+          {"goodput", r.good / d},
+          {"slo_ttft_ms", r.slo_ttft_ms},
+          {"slo_itl_ms", r.slo_itl_ms},
           {"output_throughput", static_cast<double>(r.output_tokens) / d},
           {"total_token_throughput", static_cast<double>(r.input_tokens + r.output_tokens) / d},
           {"ttft", stats(r.ttft)},
@@ -434,6 +456,10 @@ std::string report_text(const BenchReport& r) {
       "(ms)", "mean", "p50", "p90", "p99");
   for (auto [name, s] : {std::pair{"TTFT", &r.ttft}, std::pair{"ITL", &r.itl}, std::pair{"E2E", &r.e2e}}) {
     out += fmt::format("{:<10}{:>12.3f}{:>12.3f}{:>12.3f}{:>12.3f}\n", name, s->mean, s->p50, s->p90, s->p99);
+  }
+  if (r.slo_ttft_ms > 0 || r.slo_itl_ms > 0) {
+    out += fmt::format("goodput: {:.3f} req/s ({} of {} within TTFT <= {} ms and mean ITL <= {} ms)\n", r.good / d,
+                       r.good, r.completed, r.slo_ttft_ms, r.slo_itl_ms);
   }
   for (const auto& e : r.first_errors) out += "error: " + e + "\n";
   return out;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -33,6 +34,7 @@ struct WorkloadConfig {
   int output_len = 64;        // synthetic
   int max_input_len = 1024;   // trace lengths are clipped to these (small models)
   int max_output_len = 256;
+  double input_scale = 1.0;   // Azure trace prompt lengths are multiplied by this, then clipped
   int32_t vocab_lo = 100;     // prompt token ids are drawn from [vocab_lo, vocab_hi)
   int32_t vocab_hi = 500;
   uint64_t seed = 0;
@@ -46,6 +48,10 @@ struct LoadConfig {
   double request_rate = 0.0;  // requests per second (Poisson); 0 = all at once
   int max_concurrency = 0;    // 0 = unbounded
   uint64_t seed = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  // Goodput: requests with TTFT <= slo_ttft_ms and mean ITL <= slo_itl_ms (0: no bound).
+  double slo_ttft_ms = 0.0;
+  double slo_itl_ms = 0.0;
 };
 
 // One request as the client saw it; times in seconds.
@@ -67,6 +73,8 @@ struct BenchReport {
   double duration_s = 0;
   int completed = 0;
   int errors = 0;
+  int good = 0;                 // completed within the SLOs (all completed when none is set)
+  double slo_ttft_ms = 0.0, slo_itl_ms = 0.0;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   LatencyStats ttft, itl, e2e;
@@ -83,7 +91,8 @@ Result<std::string> only_served_model(std::string_view models_json, std::string_
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
                                    const std::vector<RequestShape>& shapes);
 
-BenchReport summarize(const std::vector<RequestResult>& results, double duration_s);
+BenchReport summarize(const std::vector<RequestResult>& results, double duration_s, double slo_ttft_ms = 0,
+                      double slo_itl_ms = 0);
 LatencyStats latency_stats(std::vector<double> seconds);
 boost::json::object report_json(const BenchReport& report);
 std::string report_text(const BenchReport& report);

@@ -26,6 +26,12 @@ struct ServeMetrics {
   metrics::Counter& generation_tokens;
   metrics::Counter& spec_decode_num_draft_tokens;
   metrics::Counter& spec_decode_num_accepted_tokens;
+  // Prefill/decode disaggregation (serve/kv_transfer_*.h).
+  metrics::Counter& kv_transfer_imports;
+  metrics::Counter& kv_transfer_fallbacks;
+  metrics::Counter& kv_transfer_exports;
+  metrics::Counter& kv_transfer_bytes;
+  metrics::Histogram& kv_transfer_seconds;
   metrics::Histogram& time_to_first_token;
   metrics::Histogram& inter_token_latency;
   metrics::Histogram& e2e_request_latency;

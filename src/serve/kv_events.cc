@@ -1,0 +1,49 @@
+#include "serve/kv_events.h"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+namespace koi::serve {
+
+namespace json = boost::json;
+
+std::string hash_hex(const engine::BlockHash& hash) { return fmt::format("{:016x}{:016x}", hash.high, hash.low); }
+
+void KvEventLog::append(const std::vector<engine::KvEvent>& events) {
+  if (events.empty()) return;
+  std::lock_guard lock(mu_);
+  for (const engine::KvEvent& e : events) {
+    recent_.push_back({++last_, e});
+    if (e.kind == engine::KvEvent::Kind::kStored) {
+      cached_.insert(e.hash);
+    } else {
+      cached_.erase(e.hash);
+    }
+  }
+  while (recent_.size() > capacity_) recent_.pop_front();
+}
+
+std::optional<std::string> KvEventLog::events_json(uint64_t after) const {
+  std::lock_guard lock(mu_);
+  json::array events;
+  uint64_t last = std::min(after, last_);
+  const uint64_t oldest = recent_.empty() ? last_ + 1 : recent_.front().seq;
+  if (after < last_ && after + 1 < oldest) return std::nullopt;  // events after `after` were dropped
+  const size_t skip = after < last_ ? static_cast<size_t>(after + 1 - oldest) : recent_.size();
+  for (auto it = recent_.begin() + static_cast<std::ptrdiff_t>(skip); it != recent_.end() && events.size() < kMaxBatch;
+       ++it) {
+    const bool stored = it->event.kind == engine::KvEvent::Kind::kStored;
+    events.push_back(json::object{{"seq", it->seq}, {"type", stored ? "stored" : "removed"}, {"hash", hash_hex(it->event.hash)}});
+    last = it->seq;
+  }
+  return json::serialize(json::object{{"last", last}, {"events", std::move(events)}});
+}
+
+std::string KvEventLog::snapshot_json() const {
+  std::lock_guard lock(mu_);
+  json::array hashes;
+  for (const engine::BlockHash& h : cached_) hashes.push_back(json::string(hash_hex(h)));
+  return json::serialize(json::object{{"last", last_}, {"hashes", std::move(hashes)}});
+}
+
+}  // namespace koi::serve

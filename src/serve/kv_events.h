@@ -1,0 +1,49 @@
+// KvEventLog: a `koi serve` engine's prefix-cache changes (engine::KvEvent) numbered 1, 2, 3...,
+// for a router's exact index of which engine holds which block (`koi serve --kv-events`).
+// GET /kv/events?after=N returns the events after N (at most kMaxBatch; "last" is the number
+// of the newest one returned); when N is older than what the log still keeps, the answer is
+// 410 and the client resynchronises from GET /kv/snapshot: every hash cached now and the
+// number of the last event it reflects. Lost events are thus detected by their numbers and
+// repaired from a snapshot. Thread-safe: the engine thread appends, HTTP threads read.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/kv_events.h"
+
+namespace koi::serve {
+
+class KvEventLog {
+ public:
+  static constexpr size_t kMaxBatch = 4096;
+  explicit KvEventLog(size_t capacity = 1 << 16) : capacity_(capacity) {}
+
+  void append(const std::vector<engine::KvEvent>& events);
+  // JSON {"last": N, "events": [{"seq", "type": "stored"|"removed", "hash": 32 hex digits}]};
+  // nullopt when events after `after` were dropped already (resynchronise from snapshot_json).
+  std::optional<std::string> events_json(uint64_t after) const;
+  // JSON {"last": N, "hashes": [...]}.
+  std::string snapshot_json() const;
+
+ private:
+  struct Numbered {
+    uint64_t seq;
+    engine::KvEvent event;
+  };
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  uint64_t last_ = 0;                                                  // guarded by mu_
+  std::deque<Numbered> recent_;                                        // guarded by mu_
+  std::unordered_set<engine::BlockHash, engine::BlockHashHasher> cached_;  // guarded by mu_
+};
+
+// The hash as 32 hex digits, high half first.
+std::string hash_hex(const engine::BlockHash& hash);
+
+}  // namespace koi::serve

@@ -1,0 +1,43 @@
+// KvEventLog (kv_events.h): events are numbered from 1, read in batches after a number, a
+// reader that fell behind the kept window is told to resynchronise, and the snapshot is the
+// set the events add up to.
+#include "serve/kv_events.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+namespace koi::serve {
+namespace {
+
+namespace json = boost::json;
+using engine::KvEvent;
+
+engine::BlockHash h(uint64_t n) { return {n, n + 100}; }
+
+TEST(KvEventLog, NumbersEventsAndResynchronisesAReaderThatFellBehind) {
+  KvEventLog log(/*capacity=*/3);
+  log.append({{KvEvent::Kind::kStored, h(1)}, {KvEvent::Kind::kStored, h(2)}});
+  json::value first = json::parse(*log.events_json(0));
+  EXPECT_EQ(first.at("last").as_int64(), 2);
+  ASSERT_EQ(first.at("events").as_array().size(), 2u);
+  EXPECT_EQ(first.at("events").as_array()[1].at("hash").as_string(), hash_hex(h(2)));
+  EXPECT_EQ(hash_hex(h(2)), "00000000000000660000000000000002");
+  EXPECT_EQ(json::parse(*log.events_json(2)).at("events").as_array().size(), 0u);
+  EXPECT_EQ(json::parse(*log.events_json(7)).at("last").as_int64(), 2);  // ahead: nothing new
+  log.append({{KvEvent::Kind::kRemoved, h(1)}, {KvEvent::Kind::kStored, h(3)}});
+  // The log keeps events 2-4 only: a reader at 0 missed event 1.
+  EXPECT_FALSE(log.events_json(0).has_value());
+  json::value rest = json::parse(*log.events_json(1));
+  ASSERT_EQ(rest.at("events").as_array().size(), 3u);
+  EXPECT_EQ(rest.at("events").as_array()[1].at("type").as_string(), "removed");
+  EXPECT_EQ(rest.at("last").as_int64(), 4);
+  json::value snap = json::parse(log.snapshot_json());
+  EXPECT_EQ(snap.at("last").as_int64(), 4);
+  std::set<std::string> hashes;
+  for (const auto& v : snap.at("hashes").as_array()) hashes.insert(std::string(v.as_string()));
+  EXPECT_EQ(hashes, (std::set<std::string>{hash_hex(h(2)), hash_hex(h(3))}));
+}
+
+}  // namespace
+}  // namespace koi::serve
