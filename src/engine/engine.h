@@ -25,6 +25,7 @@
 #include "base/random.h"
 #include "base/status.h"
 #include "engine/draft_model.h"
+#include "grammar/matcher.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
@@ -56,6 +57,9 @@ struct RequestSpec {
   SamplingParams params;
   int priority = 0;              // lower runs first and is preempted last
   uint64_t cache_key = 0;        // adapter id / tenant salt: prefixes are shared only within a key
+  // Structured output: the output must be a document of this grammar (compiled for the
+  // model's vocabulary). Shared between requests; null: unconstrained.
+  std::shared_ptr<grammar::CompiledGrammar> grammar = nullptr;
 };
 // Arrival order is the order of add_request calls.
 
@@ -102,6 +106,8 @@ class Engine {
  private:
   void build_batch(const SchedulerOutput& plan);
   void propose_drafts();
+  // Cuts each constrained request's drafts at the first one its grammar rejects.
+  void check_drafts_against_grammar();
   // Drops the draft-model state of requests that finished or were preempted this step.
   void free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs);
 
