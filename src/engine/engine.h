@@ -102,6 +102,7 @@ class Engine {
   // The draft-model proposer; null unless speculation uses a draft model.
   const DraftModelProposer* draft_proposer() const { return draft_.get(); }
   int max_model_len() const { return scheduler_.config().max_model_len; }
+  const std::vector<int32_t>& eos_token_ids() const { return config_.eos_token_ids; }
 
  private:
   void build_batch(const SchedulerOutput& plan);

@@ -493,7 +493,9 @@ TEST(EngineTest, ConstrainedOutputMatchesItsGrammarWithSamplingAndSpeculation) {
       const std::string id = "r" + std::to_string(i);
       EXPECT_TRUE(std::regex_match(text[id], reference)) << id << ": " << text[id];
       EXPECT_EQ(reasons[id], FinishReason::kStop) << id;  // ended by the grammar, at 'z'
-      if (i % 2 == 0) greedy_text[k > 0][id] = text[id];
+      if (i % 2 == 0) {
+        greedy_text[k > 0][id] = text[id];
+      }
     }
     if (k > 0) EXPECT_GT(engine.stats().num_draft_tokens, 0);
   }

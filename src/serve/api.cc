@@ -309,7 +309,43 @@ bool parse_stream_options(FieldReader& f, bool stream, bool* include_usage, bool
   return !o.error;
 }
 
-bool parse_response_format(FieldReader& f) {
+// Sets the request's constraint once; a second source of one is an error.
+bool set_constraint(FieldReader& f, GenerateRequest* r, std::string_view param, grammar::Constraint c,
+                    std::string where) {
+  if (r->constraint) {
+    return f.fail(param, fmt::format("'{}' and '{}' both constrain the output; give only one", r->constraint_param,
+                                     param));
+  }
+  r->constraint = std::move(c);
+  r->constraint_param = std::move(where);
+  return true;
+}
+
+bool parse_json_schema(FieldReader& f, const json::value& v, GenerateRequest* r) {
+  if (!v.is_object()) return f.wrong_type("response_format", "an object", v);
+  FieldReader o(v.as_object(), "response_format.json_schema.");
+  std::string name, description;
+  bool strict = false;
+  o.get_string("name", &name);
+  o.get_string("description", &description);
+  o.get_bool("strict", &strict);
+  const json::value* schema = o.take("schema");
+  if (!o.error && name.empty()) o.fail("name", "'response_format.json_schema.name' is required: a string naming the schema");
+  if (!o.error && schema && !schema->is_object() && !schema->is_bool()) {
+    o.wrong_type("schema", "an object (a JSON schema)", *schema);
+  }
+  o.no_unknown_fields();
+  if (o.error) {
+    f.error = o.error;
+    return false;
+  }
+  // No schema: any JSON object, as OpenAI treats it.
+  grammar::Constraint c{schema ? grammar::ConstraintKind::kJsonSchema : grammar::ConstraintKind::kJsonObject,
+                        schema ? json::serialize(*schema) : "", {}};
+  return set_constraint(f, r, "response_format", std::move(c), "response_format.json_schema.schema");
+}
+
+bool parse_response_format(FieldReader& f, GenerateRequest* r) {
   const json::value* v = f.take("response_format");
   if (!v) return true;
   const json::object* o = v->if_object();
@@ -317,13 +353,62 @@ bool parse_response_format(FieldReader& f) {
   if (!type || !type->is_string()) {
     return f.fail("response_format", "'response_format' must be an object with a 'type', e.g. {\"type\": \"text\"}");
   }
+  FieldReader rf(*o, "response_format.");
+  rf.take("type");
+  if (*type == "json_schema") {
+    const json::value* js = rf.take("json_schema");
+    rf.no_unknown_fields();
+    if (rf.error) {
+      f.error = rf.error;
+      return false;
+    }
+    if (!js) return f.fail("response_format", "'response_format.json_schema' is required for type 'json_schema'");
+    return parse_json_schema(f, *js, r);
+  }
+  rf.no_unknown_fields();
+  if (rf.error) {
+    f.error = rf.error;
+    return false;
+  }
   if (*type == "text") return true;
-  ApiError e = bad_request(fmt::format("response_format type '{}' is not supported yet; only {{\"type\": \"text\"}} is",
-                                       std::string_view(type->as_string())),
-                           "response_format");
-  e.code = "unsupported_parameter";
-  f.error = e;
-  return false;
+  if (*type == "json_object") {
+    return set_constraint(f, r, "response_format", {grammar::ConstraintKind::kJsonObject, "", {}}, "response_format");
+  }
+  return f.fail("response_format", fmt::format("response_format type '{}' is unknown; use 'text', 'json_object' or "
+                                               "'json_schema'",
+                                               std::string_view(type->as_string())));
+}
+
+// vLLM's guided decoding fields.
+bool parse_guided(FieldReader& f, GenerateRequest* r) {
+  if (const json::value* v = f.take("guided_json")) {
+    if (!v->is_object() && !v->is_string()) return f.wrong_type("guided_json", "a JSON schema (object or string)", *v);
+    std::string text = v->is_string() ? std::string(v->as_string()) : json::serialize(*v);
+    if (!set_constraint(f, r, "guided_json", {grammar::ConstraintKind::kJsonSchema, std::move(text), {}}, "guided_json")) {
+      return false;
+    }
+  }
+  std::string regex, gbnf;
+  if (f.take("guided_regex") && f.get_string("guided_regex", &regex)) {
+    if (regex.empty()) return f.fail("guided_regex", "'guided_regex' must be a non-empty regular expression");
+    if (!set_constraint(f, r, "guided_regex", {grammar::ConstraintKind::kRegex, regex, {}}, "guided_regex")) return false;
+  }
+  if (f.take("guided_grammar") && f.get_string("guided_grammar", &gbnf)) {
+    if (!set_constraint(f, r, "guided_grammar", {grammar::ConstraintKind::kGrammar, gbnf, {}}, "guided_grammar")) {
+      return false;
+    }
+  }
+  if (const json::value* v = f.take("guided_choice")) {
+    const char* kWant = "'guided_choice' must be a non-empty array of non-empty strings";
+    if (!v->is_array() || v->as_array().empty()) return f.fail("guided_choice", kWant);
+    grammar::Constraint c{grammar::ConstraintKind::kChoice, "", {}};
+    for (const auto& s : v->as_array()) {
+      if (!s.is_string() || s.as_string().empty()) return f.fail("guided_choice", kWant);
+      c.choices.push_back(std::string(s.as_string()));
+    }
+    if (!set_constraint(f, r, "guided_choice", std::move(c), "guided_choice")) return false;
+  }
+  return !f.error;
 }
 
 }  // namespace
@@ -395,7 +480,7 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
       f.fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
     }
     p.logprobs = logprobs ? std::max(top_logprobs, 0) : -1;
-    parse_response_format(f);
+    parse_response_format(f, &r);
     f.get_bool("parallel_tool_calls", &parallel_tool_calls);
     f.unsupported_unless("tools", json::array(), "; Koi does not do tool calling");
     f.unsupported_unless("functions", json::array(), "; Koi does not do tool calling");
@@ -408,6 +493,8 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
     f.get_int("best_of", 1, kMaxN, &best_of);
     if (!f.error && best_of != r.n) f.fail("best_of", "'best_of' is not supported yet unless it equals 'n'");
   }
+  if (!chat) parse_response_format(f, &r);
+  parse_guided(f, &r);
   f.no_unknown_fields();
   return f.error;
 }

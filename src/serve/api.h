@@ -6,6 +6,9 @@
 // fields are errors, each an ApiError naming the parameter. Koi's extra fields are accepted
 // as vLLM does: sampling (top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids),
 // priority (an integer, lower runs first) and cache_salt (prefix-cache isolation).
+// Structured output: response_format (text, json_object, json_schema) and vLLM's
+// guided_json, guided_regex, guided_choice and guided_grammar, at most one of them
+// (docs/structured_output.md); the constraint is compiled later, by the server's cache.
 // Pure functions; thread-safe.
 #pragma once
 
@@ -20,6 +23,7 @@
 
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "grammar/constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace koi::serve {
@@ -63,6 +67,8 @@ struct GenerateRequest {
   bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM's): usage in every chunk
   int priority = 0;               // engine::RequestSpec::priority: lower runs first
   uint64_t cache_key = 0;         // engine::RequestSpec::cache_key, from cache_salt (0: none)
+  std::optional<grammar::Constraint> constraint;  // structured output
+  std::string constraint_param;   // the parameter that gave it, for errors ("response_format.json_schema.schema")
 };
 
 // Parses a request body; token ids (prompt, stop_token_ids) must be below n_vocab. Returns

@@ -109,7 +109,8 @@ struct Server::Impl {
   awaitable<void> handle(HttpRequest& req, net::Responder& res);
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
-  std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
+  std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
+                                  std::shared_ptr<grammar::CompiledGrammar>* grammar);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
   void watch_signals();
   void begin_shutdown();
@@ -277,7 +278,8 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
                                "invalid_request_error"));
 }
 
-std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts) {
+std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
+                                              std::shared_ptr<grammar::CompiledGrammar>* grammar) {
   if (g.model != model.name) {
     ApiError e = api_error(404, fmt::format("The model `{}` does not exist.", g.model), "invalid_request_error",
                            "model_not_found");
@@ -315,14 +317,25 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   }
   if (!g.max_tokens_set) g.params.max_tokens = default_max_tokens;
   if (Status s = engine::validate(g.params, tok.n_vocab()); !s.ok()) return bad_request(s.message());
+  if (g.constraint && !model.grammars) {
+    return bad_request("this server has no grammar engine; structured output is not available", g.constraint_param);
+  }
+  if (g.constraint) {
+    auto compiled = model.grammars->get(*g.constraint);
+    if (!compiled.ok()) {
+      return bad_request(fmt::format("{}: {}", g.constraint_param, compiled.status().message()), g.constraint_param);
+    }
+    *grammar = std::move(compiled).value();
+  }
   return std::nullopt;
 }
 
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
-  if (!err) err = prepare(g, &prompts);
+  if (!err) err = prepare(g, &prompts, &grammar);
   if (err) {
     co_await reply(res, error_reply(*err));
     co_return;
@@ -346,6 +359,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       spec.params = g.params;
       spec.priority = g.priority;
       spec.cache_key = g.cache_key;
+      spec.grammar = grammar;
       if (spec.params.seed) *spec.params.seed += static_cast<uint64_t>(i);  // n seeded choices differ
       ids.push_back(spec.id);
       specs.push_back(std::move(spec));

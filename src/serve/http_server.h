@@ -19,6 +19,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "grammar/constraint.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
@@ -42,6 +43,7 @@ struct ModelInfo {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const ChatPrompt* chat = nullptr;
   int max_model_len = 0;                 // prompt + output tokens per request
+  grammar::GrammarCache* grammars = nullptr;  // compiles structured-output constraints (thread-safe)
 };
 
 class Server {
