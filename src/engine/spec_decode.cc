@@ -84,9 +84,7 @@ namespace {
 // The row with every token the grammar does not allow at -infinity.
 std::span<const float> masked_row(const grammar::TokenMask& mask, std::span<const float> row, std::vector<float>* out) {
   out->assign(row.begin(), row.end());
-  for (size_t t = 0; t < out->size(); ++t) {
-    if (!mask.test(static_cast<int32_t>(t))) (*out)[t] = -std::numeric_limits<float>::infinity();
-  }
+  grammar::apply_mask(mask, *out);
   return *out;
 }
 

@@ -27,6 +27,24 @@ int TokenMask::count() const {
   return n;
 }
 
+void apply_mask(const TokenMask& mask, std::span<float> logits) {
+  constexpr float kRefused = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  for (size_t word = 0; word * 32 < n; ++word) {
+    const uint32_t bits = mask.bits[word];
+    if (bits == ~uint32_t{0}) continue;
+    const size_t begin = word * 32, end = std::min(n, begin + 32);
+    if (bits == 0) {
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(begin), logits.begin() + static_cast<std::ptrdiff_t>(end),
+                kRefused);
+      continue;
+    }
+    for (size_t t = begin; t < end; ++t) {
+      if (!((bits >> (t - begin)) & 1)) logits[t] = kRefused;
+    }
+  }
+}
+
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   std::lock_guard lock(mu_);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct TokenMask {
   bool test(int32_t token) const { return (bits[static_cast<size_t>(token) >> 5] >> (token & 31)) & 1; }
   int count() const;
 };
+
+// Sets every logit the mask does not allow to -infinity (logits.size() tokens), a 32-token
+// word at a time: whole words allowed or refused cost one comparison.
+void apply_mask(const TokenMask& mask, std::span<float> logits);
 
 struct GrammarStats {
   int64_t num_nodes = 0;

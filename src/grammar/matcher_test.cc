@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <boost/json.hpp>
 
 #include "grammar/constraint.h"
@@ -116,6 +118,17 @@ TEST(MatcherTest, TokenSpanningARuleEndIsCheckedAgainstWhatFollows) {
   EXPECT_EQ(allowed_ids(m.allowed(0), 7), (Ids{4}));
   ASSERT_TRUE(m.accept(4));
   EXPECT_TRUE(m.finished());
+}
+
+TEST(MatcherTest, ApplyMaskMatchesThePerTokenTest) {
+  TokenMask mask;
+  mask.bits = {0xFFFFFFFFu, 0u, 0x80000001u, 0x5u};  // 100 tokens: the last word is partial
+  std::vector<float> logits(100, 1.0f);
+  apply_mask(mask, logits);
+  for (int32_t t = 0; t < 100; ++t) {
+    EXPECT_EQ(logits[static_cast<size_t>(t)] == 1.0f, mask.test(t)) << t;
+    if (!mask.test(t)) EXPECT_TRUE(std::isinf(logits[static_cast<size_t>(t)]) && logits[static_cast<size_t>(t)] < 0);
+  }
 }
 
 TEST(JsonSchemaTest, IntegerRangesAreExact) {
