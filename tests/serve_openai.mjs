@@ -81,6 +81,39 @@ const nonStream = await client.chat.completions.create({ model: 'stories', messa
   max_tokens: 8, temperature: 0 });
 assert.equal(content, nonStream.choices[0].message.content);
 
+// Structured output through the client's own structured-output call: parse() sends the
+// json_schema response_format and JSON-parses the message into `parsed`.
+const person = {
+  type: 'object',
+  properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 1, maximum: 99 },
+    pets: { type: 'array', items: { enum: ['cat', 'dog'] }, maxItems: 2 } },
+  required: ['name', 'age'], additionalProperties: false,
+};
+const checkPerson = (p) => {
+  assert.equal(typeof p.name, 'string');
+  assert.ok([...p.name].length <= 12, p.name);
+  assert.ok(Number.isInteger(p.age) && p.age >= 1 && p.age <= 99, String(p.age));
+  assert.ok(Object.keys(p).every((k) => ['name', 'age', 'pets'].includes(k)));
+  if (p.pets) assert.ok(p.pets.length <= 2 && p.pets.every((x) => x === 'cat' || x === 'dog'));
+};
+const format = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
+const parsed = await client.chat.completions.parse({ model: 'stories', messages: [{ role: 'user', content: 'Who?' }],
+  max_tokens: 80, temperature: 1, seed: 5, n: 4, response_format: format });
+assert.equal(parsed.choices.length, 4);
+for (const c of parsed.choices) {
+  checkPerson(c.message.parsed);
+  assert.equal(c.finish_reason, 'stop');
+}
+let streamed = '';
+for await (const c of await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Who?' }],
+  max_tokens: 80, temperature: 1, seed: 6, stream: true, response_format: format })) {
+  for (const ch of c.choices) streamed += ch.delta.content ?? '';
+}
+checkPerson(JSON.parse(streamed));
+await assert.rejects(client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'x' }],
+  response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'string', pattern: '(a' } } } }),
+(e) => e.status === 400 && e.param === 'response_format.json_schema.schema');
+
 // Errors surface as the client's typed errors with the status.
 await assert.rejects(client.completions.create({ model: 'nope', prompt: 'x' }), (e) => e.status === 404);
 await assert.rejects(client.chat.completions.create({ model: 'stories', messages: [] }), (e) => e.status === 400);
