@@ -9,6 +9,24 @@
 
 namespace koi::grammar {
 
+namespace {
+
+Result<Grammar> tool_call_constraint(const std::string& source) {
+  boost::system::error_code ec;
+  const boost::json::value spec = boost::json::parse(source, ec);
+  const boost::json::object* o = ec ? nullptr : spec.if_object();
+  const boost::json::array* tools = o && o->if_contains("tools") ? o->at("tools").if_array() : nullptr;
+  if (!tools) return Status::invalid_argument("a tool-call constraint is {\"prefix\", \"key\", \"suffix\", \"tools\"}");
+  std::vector<ToolSchema> schemas;
+  for (const auto& t : *tools) {
+    schemas.push_back({std::string(t.at("name").as_string()), t.as_object().contains("parameters") ? t.at("parameters")
+                                                                                                  : boost::json::value()});
+  }
+  return tool_call_grammar(schemas, o->at("prefix").as_string(), o->at("key").as_string(), o->at("suffix").as_string());
+}
+
+}  // namespace
+
 Result<Grammar> compile_constraint(const Constraint& c) {
   switch (c.kind) {
     case ConstraintKind::kJsonObject: return json_object_grammar();
@@ -21,6 +39,7 @@ Result<Grammar> compile_constraint(const Constraint& c) {
     case ConstraintKind::kRegex: return regex_grammar(c.source);
     case ConstraintKind::kChoice: return choice_grammar(c.choices);
     case ConstraintKind::kGrammar: return parse_gbnf(c.source);
+    case ConstraintKind::kToolCall: return tool_call_constraint(c.source);
   }
   return Status::invalid_argument("unknown constraint kind");
 }

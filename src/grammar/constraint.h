@@ -24,11 +24,13 @@
 
 namespace koi::grammar {
 
-enum class ConstraintKind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+enum class ConstraintKind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar, kToolCall };
 
 struct Constraint {
   ConstraintKind kind = ConstraintKind::kJsonObject;
-  std::string source;                // schema (JSON text), regex or GBNF text
+  // Schema (JSON text), regex or GBNF text; kToolCall: {"prefix", "key", "suffix", "tools":
+  // [{"name", "parameters"}]} as JSON text (json_schema.h, tool_call_grammar).
+  std::string source;
   std::vector<std::string> choices;  // kChoice
 };
 

@@ -44,12 +44,35 @@ std::string digits_of(int64_t v) { return std::to_string(v); }
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json::value& root) : root_(root) {}
+  explicit SchemaCompiler(const json::value& root) : root_(&root) {}
 
   Result<Grammar> compile() {
     const int32_t root = b_.new_rule("root");
-    KOI_ASSIGN_OR_RETURN(Element value, schema(root_, ""));
+    KOI_ASSIGN_OR_RETURN(Element value, schema(*root_, ""));
     b_.add_alternative(root, {opt_space(), value});
+    return std::move(b_).build(root);
+  }
+
+  Result<Grammar> tool_calls(const std::vector<ToolSchema>& tools, std::string_view prefix, std::string_view args_key,
+                             std::string_view suffix) {
+    const int32_t root = b_.new_rule("root");
+    for (const ToolSchema& tool : tools) {
+      Element args = any_object_rule();
+      root_ = &tool.parameters;
+      refs_.clear();
+      if (!tool.parameters.is_null()) {
+        auto compiled = schema(tool.parameters, "");
+        if (!compiled.ok()) {
+          return Status::invalid_argument(fmt::format("tool '{}': {}", tool.name, compiled.status().message()));
+        }
+        args = *compiled;
+      }
+      Sequence seq = b_.literal(std::string(prefix) + "{\"name\": " + json::serialize(json::string(tool.name)) + ", " +
+                                json::serialize(json::string(args_key)) + ": ");
+      seq.push_back(args);
+      for (Element e : b_.literal("}" + std::string(suffix))) seq.push_back(e);
+      b_.add_alternative(root, std::move(seq));
+    }
     return std::move(b_).build(root);
   }
 
@@ -254,7 +277,7 @@ class SchemaCompiler {
     if (it != refs_.end()) return b_.rule(it->second);
     const std::string pointer = target.substr(1);
     boost::system::error_code ec;
-    const json::value* resolved = pointer.empty() ? &root_ : root_.find_pointer(pointer, ec);
+    const json::value* resolved = pointer.empty() ? root_ : root_->find_pointer(pointer, ec);
     if (!resolved || ec) return error(path + "/$ref", fmt::format("'$ref' '{}' does not resolve in this schema", target));
     const int32_t rule = b_.new_rule("ref");
     refs_.emplace(target, rule);  // before compiling it: recursive schemas refer back to it
@@ -566,7 +589,7 @@ class SchemaCompiler {
     return b_.choice("array", {std::move(seq)});
   }
 
-  const json::value& root_;
+  const json::value* root_;  // $refs resolve against it
   GrammarBuilder b_;
   std::map<std::string, int32_t> refs_;
   std::optional<Element> space_, json_char_, any_string_, fraction_, any_integer_, any_number_, any_value_,
@@ -576,6 +599,13 @@ class SchemaCompiler {
 }  // namespace
 
 Result<Grammar> json_schema_grammar(const json::value& schema) { return SchemaCompiler(schema).compile(); }
+
+Result<Grammar> tool_call_grammar(const std::vector<ToolSchema>& tools, std::string_view prefix,
+                                  std::string_view args_key, std::string_view suffix) {
+  if (tools.empty()) return Status::invalid_argument("no tools to call");
+  // $refs inside a tool's parameters resolve against that tool's parameters.
+  return SchemaCompiler(tools[0].parameters).tool_calls(tools, prefix, args_key, suffix);
+}
 
 Result<Grammar> json_object_grammar() {
   const json::value empty;

@@ -7,6 +7,10 @@
 // valid, not every valid document is generated. Pure functions.
 #pragma once
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include <boost/json.hpp>
 
 #include "base/status.h"
@@ -17,5 +21,14 @@ namespace koi::grammar {
 Result<Grammar> json_schema_grammar(const boost::json::value& schema);
 // Any JSON object (response_format {"type": "json_object"}).
 Result<Grammar> json_object_grammar();
+
+// A forced tool call: prefix + {"name": "N", "<args_key>": A} + suffix for one of the tools,
+// A valid under that tool's parameters schema (null: any JSON object). Errors name the tool.
+struct ToolSchema {
+  std::string name;
+  boost::json::value parameters;
+};
+Result<Grammar> tool_call_grammar(const std::vector<ToolSchema>& tools, std::string_view prefix,
+                                  std::string_view args_key, std::string_view suffix);
 
 }  // namespace koi::grammar
