@@ -277,7 +277,6 @@ bool parse_messages(FieldReader& f, std::vector<Message>* out) {
     }
     json::object extra;
     if (!name.empty()) extra["name"] = name;
-    if (const json::value* c = item.as_object().if_contains("content"); c && c->is_null()) extra["content"] = nullptr;
     if (const json::value* calls = m.take("tool_calls")) {
       if (msg.role != "assistant") {
         m.fail("tool_calls", fmt::format("'{}tool_calls' is only allowed on assistant messages", where));

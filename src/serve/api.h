@@ -47,7 +47,8 @@ struct Message {
   std::string content;
   // The message's other fields as the chat template sees them (a JSON object, "" for none):
   // tool_calls with their arguments parsed into objects (as transformers and vLLM hand them
-  // to templates), tool_call_id, name, and content null when the client sent null.
+  // to templates), tool_call_id and name. A null content (an assistant's tool call) is "",
+  // which templates test as they test a missing one.
   std::string extra_json;
 };
 

@@ -114,6 +114,30 @@ TEST(ApiTest, StructuredOutputFieldsBecomeOneConstraint) {
   EXPECT_FALSE(text.constraint);
 }
 
+// The template gets tool calls as tests/chat_template_compat.js renders them against
+// Python jinja2: arguments parsed into an object, a null content as "".
+TEST(ApiTest, ToolMessagesReachTheTemplateAsTransformersPassesThem) {
+  GenerateRequest r;
+  auto e = parse(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"Weather in Paris?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"22 C"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+      "tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].content, "");
+  EXPECT_EQ(r.messages[1].extra_json,
+            R"({"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}}]})");
+  EXPECT_EQ(r.messages[2].extra_json, R"({"tool_call_id":"call_1"})");
+  EXPECT_EQ(r.tools_json, R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].parameters_json, R"({"type":"object"})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_choice_name, "get_weather");
+}
+
 TEST(ApiTest, BadBodiesNameTheParameter) {
   const BadCase cases[] = {
       {ApiKind::kCompletion, "{", "", "the request body is not valid JSON"},
@@ -145,6 +169,12 @@ TEST(ApiTest, BadBodiesNameTheParameter) {
        "'guided_regex' and 'guided_choice' both constrain the output; give only one"},
       {ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_choice":["a",""]})", "guided_choice",
        "'guided_choice' must be a non-empty array of non-empty strings"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})",
+       "tool_choice", "'tool_choice' names 'g', which is not one of 'tools'"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{oops"}}]}]})",
+       "messages[0].tool_calls", "'messages[0].tool_calls' must be an array of"},
       {ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_json":5})", "guided_json",
        "'guided_json' must be a JSON schema (object or string), got an integer"},
       {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs",
