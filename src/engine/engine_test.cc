@@ -497,9 +497,43 @@ TEST(EngineTest, ConstrainedOutputMatchesItsGrammarWithSamplingAndSpeculation) {
         greedy_text[k > 0][id] = text[id];
       }
     }
-    if (k > 0) EXPECT_GT(engine.stats().num_draft_tokens, 0);
+    if (k > 0) {
+      EXPECT_GT(engine.stats().num_draft_tokens, 0);
+    }
   }
   EXPECT_EQ(greedy_text[0], greedy_text[1]);
+}
+
+// A stop string cuts a constrained request's text like any other: the text before it.
+TEST(EngineTest, StopStringsCutConstrainedOutput) {
+  const tokenizer::Tokenizer tok = letter_tokenizer(kVocab);
+  grammar::GrammarCache cache(grammar::Vocabulary::from_tokenizer(tok, {}));
+  FakeRunner runner(kVocab, 512, 256, 4, Dependence::kLastToken);
+  EngineConfig config = small_config(256, 4, 256);
+  config.tokenizer = &tok;
+  Engine engine(config, runner);
+  int stopped = 0;
+  for (int i = 0; i < 16; ++i) {
+    SamplingParams p = greedy(30);
+    p.temperature = 1.0f;
+    p.seed = static_cast<uint64_t>(i);
+    p.stop = {"cd"};
+    RequestSpec spec{"r" + std::to_string(i), prompt_of(6, i, kVocab), p};
+    spec.grammar = cache.get({grammar::ConstraintKind::kRegex, "(ab|cd)+z", {}}).value();
+    ASSERT_TRUE(engine.add_request(std::move(spec)).ok());
+  }
+  std::map<std::string, std::string> text;
+  while (engine.has_unfinished()) {
+    auto outputs = engine.step();
+    ASSERT_TRUE(outputs.ok());
+    for (const auto& o : *outputs) text[o.request_id] += o.text;
+  }
+  for (const auto& [id, t] : text) {
+    const bool complete = std::regex_match(t, std::regex("(ab)+z"));
+    EXPECT_TRUE(complete || std::regex_match(t, std::regex("(ab)*"))) << id << ": " << t;
+    stopped += !complete;
+  }
+  EXPECT_GT(stopped, 0);
 }
 
 TEST(EngineTest, GrammarForAnotherVocabularyIsRejected) {
