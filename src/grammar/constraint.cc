@@ -32,7 +32,9 @@ Result<Grammar> compile_constraint(const Constraint& c) {
     case ConstraintKind::kJsonObject: return json_object_grammar();
     case ConstraintKind::kJsonSchema: {
       boost::system::error_code ec;
-      const boost::json::value schema = boost::json::parse(c.source, ec);
+      boost::json::parse_options options;
+      options.max_depth = 64;  // as deep as a request body may nest
+      const boost::json::value schema = boost::json::parse(c.source, ec, {}, options);
       if (ec) return Status::invalid_argument(fmt::format("the schema is not valid JSON ({})", ec.message()));
       return json_schema_grammar(schema);
     }

@@ -185,11 +185,13 @@ class GbnfParser {
       return Sequence{b_.codepoints({{0, 0x10FFFF}})};
     }
     if (c == '(') {
+      if (++depth_ > kMaxDepth) return error(fmt::format("groups nest deeper than {}", kMaxDepth));
       ++i_;
       KOI_ASSIGN_OR_RETURN(std::vector<Sequence> alternatives, alternation(/*nested=*/true));
       skip_space();
       if (i_ >= t_.size() || t_[i_] != ')') return error("missing ')'");
       ++i_;
+      --depth_;
       return Sequence{b_.choice("group", std::move(alternatives))};
     }
     if (is_name_char(c)) return Sequence{b_.rule(b_.rule_named(read_name()))};
@@ -238,8 +240,11 @@ class GbnfParser {
     return b_.literal(bytes);
   }
 
+  static constexpr int kMaxDepth = 200;  // the parser recurses per group
+
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;
   GrammarBuilder b_;
   std::set<std::string> defined_;
 };

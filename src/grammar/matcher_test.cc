@@ -272,6 +272,16 @@ TEST(GbnfTest, ErrorsNameTheRuleOrPlace) {
             "grammar: no rule named 'root'; the document is rule 'root'");
 }
 
+TEST(GbnfTest, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
+  EXPECT_EQ(parse_gbnf(deep).status().message(), "grammar: groups nest deeper than 200 at line 1, column 210");
+  EXPECT_FALSE(regex_grammar(std::string(100000, '(')).ok());
+  auto self = json_schema_grammar(boost::json::parse(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},
+                                                         "$ref":"#/$defs/a"})"));
+  ASSERT_FALSE(self.ok());
+  EXPECT_NE(self.status().message().find("left-recursive"), std::string::npos) << self.status().message();
+}
+
 TEST(GrammarCacheTest, CompilesEachConstraintOnce) {
   GrammarCache cache(toy_vocab({"a"}), 2);
   Constraint a{ConstraintKind::kRegex, "a+", {}};

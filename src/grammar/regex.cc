@@ -164,6 +164,7 @@ class RegexParser {
   Result<Sequence> atom() {
     const char c = p_[i_];
     if (c == '(') {
+      if (++depth_ > kMaxDepth) return error(fmt::format("groups nest deeper than {}", kMaxDepth));
       ++i_;
       if (at('?')) {
         if (i_ + 1 < p_.size() && p_[i_ + 1] == ':') {
@@ -176,6 +177,7 @@ class RegexParser {
       KOI_ASSIGN_OR_RETURN(Element e, alternation(&n));
       if (!at(')')) return error("missing ')'");
       ++i_;
+      --depth_;
       return Sequence{e};
     }
     if (c == '[') {
@@ -296,10 +298,13 @@ class RegexParser {
     return negated ? complement(set) : normalize(set);
   }
 
+  static constexpr int kMaxDepth = 200;  // the parser recurses per group
+
   GrammarBuilder& b_;
   std::string_view p_;
   const RegexOptions& o_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
