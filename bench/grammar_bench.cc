@@ -60,14 +60,14 @@ Totals generate(const std::shared_ptr<grammar::CompiledGrammar>& g, int docs, in
     grammar::Matcher m(g);
     for (int step = 0; step < max_tokens && !m.finished(); ++step) {
       auto t0 = Clock::now();
-      const grammar::TokenMask& mask = m.allowed(max_tokens - step);
+      const std::shared_ptr<const grammar::TokenMask> mask = m.allowed(max_tokens - step);
       const double mask_us = us_since(t0);
       t0 = Clock::now();
-      grammar::apply_mask(mask, logits);
+      grammar::apply_mask(*mask, logits);
       const double apply_us = us_since(t0);
       allowed.clear();  // the bench's own uniform draw, not timed
       for (int32_t tok = 0; tok < n_vocab; ++tok) {
-        if (mask.test(tok)) allowed.push_back(tok);
+        if (mask->test(tok)) allowed.push_back(tok);
       }
       const int32_t pick = allowed[static_cast<size_t>(rng.next_u64() % allowed.size())];
       t0 = Clock::now();

@@ -109,10 +109,10 @@ std::vector<SampledToken> sample_with_drafts(Request& r, std::span<const float> 
     const auto row_logits = logits.subspan(row * vocab, vocab);
     std::span<const float> constrained = row_logits;
     if (ahead) {
-      const grammar::TokenMask& mask = ahead->allowed(budget > 0 ? std::max(1, budget - static_cast<int>(row)) : 0);
+      const auto mask = ahead->allowed(budget > 0 ? std::max(1, budget - static_cast<int>(row)) : 0);
       // No token continues the document (a vocabulary without the bytes it needs): the
       // scheduler ends the request when the grammar rejects what comes out.
-      if (mask.count() > 0) constrained = masked_row(mask, row_logits, &masked);
+      if (mask->count() > 0) constrained = masked_row(*mask, row_logits, &masked);
     }
     sampling_probs(params, constrained, r.prompt(), history, &probs);
     if (row == r.spec_token_ids.size()) {  // bonus token, or plain sampling without drafts

@@ -45,9 +45,10 @@ void apply_mask(const TokenMask& mask, std::span<float> logits) {
   }
 }
 
-CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab)
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab, size_t mask_memory)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   std::lock_guard lock(mu_);
+  max_masks_ = std::max<size_t>(16, mask_memory / (static_cast<size_t>(vocab_->n_vocab()) / 8 + 64));
   nodes_.push_back({-1, -1});  // kAccepted: the empty stack
   expansions_.push_back({kAccepted});
   expanded_.push_back(1);
@@ -236,25 +237,31 @@ void CompiledGrammar::fill_mask(int32_t state, int32_t limit, TokenMask* out) {
   }
 }
 
-const TokenMask& CompiledGrammar::mask(int32_t state, int budget) {
+std::shared_ptr<const TokenMask> CompiledGrammar::mask(int32_t state, int budget) {
   std::lock_guard lock(mu_);
   ++stats_.masks_served;
-  std::unique_ptr<TokenMask>& full = masks_[state];
+  if (masks_.size() + budget_masks_.size() >= max_masks_) {
+    masks_.clear();
+    budget_masks_.clear();
+    ++stats_.mask_flushes;
+  }
+  std::shared_ptr<const TokenMask>& full = masks_[state];
   if (!full) {
-    full = std::make_unique<TokenMask>();
-    fill_mask(state, -1, full.get());
+    auto m = std::make_shared<TokenMask>();
+    fill_mask(state, -1, m.get());
+    full = std::move(m);
   }
   // After this token, budget - 1 tokens remain for the rest of the document.
-  if (budget <= 0 || budget - 1 >= full->max_completion) return *full;
+  if (budget <= 0 || budget - 1 >= full->max_completion) return full;
   const uint64_t key = (static_cast<uint64_t>(state) << 32) | static_cast<uint32_t>(budget);
-  std::unique_ptr<TokenMask>& limited = budget_masks_[key];
+  std::shared_ptr<const TokenMask>& limited = budget_masks_[key];
   if (!limited) {
-    limited = std::make_unique<TokenMask>();
-    fill_mask(state, budget - 1, limited.get());
+    auto m = std::make_shared<TokenMask>();
+    fill_mask(state, budget - 1, m.get());
     // Nothing completes in time: the document gets cut at the length limit either way.
-    if (limited->count() == 0) *limited = *full;
+    limited = m->count() == 0 ? full : std::shared_ptr<const TokenMask>(std::move(m));
   }
-  return *limited;
+  return limited;
 }
 
 bool Matcher::accept(int32_t token) {

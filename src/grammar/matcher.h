@@ -55,11 +55,13 @@ struct GrammarStats {
   int64_t num_states = 0;
   int64_t masks_computed = 0;  // trie walks (cache misses)
   int64_t masks_served = 0;    // mask() calls
+  int64_t mask_flushes = 0;    // times the mask cache hit its memory bound and was dropped
 };
 
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab);
+  // mask_memory: about how many bytes of masks it keeps (at least 16 masks).
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab, size_t mask_memory = size_t{64} << 20);
 
   const Grammar& grammar() const { return grammar_; }
   const Vocabulary& vocab() const { return *vocab_; }
@@ -75,8 +77,9 @@ class CompiledGrammar {
   bool finished(int32_t state);   // complete, and nothing may follow
   int32_t min_completion(int32_t state);  // fewest bytes to a complete document
   // The tokens allowed in `state` when `budget` tokens may still be generated, this one
-  // included (budget <= 0: no limit). The reference stays valid for the grammar's life.
-  const TokenMask& mask(int32_t state, int budget);
+  // included (budget <= 0: no limit). Kept per state until the grammar holds mask_memory
+  // bytes of masks, when all are dropped and computed again as states recur.
+  std::shared_ptr<const TokenMask> mask(int32_t state, int budget);
 
  private:
   static constexpr int32_t kAccepted = 0;  // node id of the empty stack
@@ -110,8 +113,9 @@ class CompiledGrammar {
   std::unordered_map<uint64_t, std::vector<int32_t>> state_ids_;  // guarded by mu_: hash -> ids
   std::vector<std::array<int32_t, 256>> transitions_;        // guarded by mu_; -2 unknown
   std::vector<int32_t> state_min_;                           // guarded by mu_
-  std::unordered_map<int32_t, std::unique_ptr<TokenMask>> masks_;            // guarded by mu_
-  std::unordered_map<uint64_t, std::unique_ptr<TokenMask>> budget_masks_;    // guarded by mu_
+  std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;          // guarded by mu_
+  std::unordered_map<uint64_t, std::shared_ptr<const TokenMask>> budget_masks_;  // guarded by mu_
+  size_t max_masks_ = 0;
   std::vector<int32_t> walk_;                                // guarded by mu_: trie walk scratch
   GrammarStats stats_;                                       // guarded by mu_
 };
@@ -122,7 +126,7 @@ class Matcher {
       : grammar_(std::move(grammar)), state_(grammar_->initial_state()) {}
 
   // Tokens allowed next with `budget` tokens left to generate, this one included.
-  const TokenMask& allowed(int budget) const { return grammar_->mask(state_, budget); }
+  std::shared_ptr<const TokenMask> allowed(int budget) const { return grammar_->mask(state_, budget); }
   // Moves past `token`; false (and no change) when the grammar does not allow it.
   bool accept(int32_t token);
   bool accepting() const { return ended_ || grammar_->accepting(state_); }

@@ -22,10 +22,10 @@ std::shared_ptr<const Vocabulary> toy_vocab(std::vector<std::string> tokens) {
   return std::make_shared<const Vocabulary>(std::move(tokens), std::vector<int32_t>{eos});
 }
 
-Ids allowed_ids(const TokenMask& m, int32_t n_vocab) {
+Ids allowed_ids(const std::shared_ptr<const TokenMask>& m, int32_t n_vocab) {
   Ids out;
   for (int32_t t = 0; t < n_vocab; ++t) {
-    if (m.test(t)) out.push_back(t);
+    if (m->test(t)) out.push_back(t);
   }
   return out;
 }
@@ -91,6 +91,20 @@ TEST(MatcherTest, MasksAreComputedOncePerState) {
   // The state inside the string repeats: two trie walks (before and inside the string).
   EXPECT_EQ(g->stats().masks_computed, 2);
   EXPECT_EQ(g->stats().masks_served, 6);
+}
+
+TEST(MatcherTest, MaskCacheIsBoundedAndRecomputesAfterAFlush) {
+  auto vocab = toy_vocab({"a", "b"});
+  // 601 states, each with its own mask; room for 256 masks of 64 bytes.
+  auto g = std::make_shared<CompiledGrammar>(regex_grammar("a{600}b").value(), vocab, 256 * 64);
+  Matcher m(g);
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(allowed_ids(m.allowed(0), 3), (Ids{0})) << i;
+    ASSERT_TRUE(m.accept(0));
+  }
+  EXPECT_EQ(allowed_ids(m.allowed(0), 3), (Ids{1}));
+  EXPECT_EQ(g->stats().mask_flushes, 2);  // at most 256 masks held at once
+  EXPECT_EQ(g->stats().masks_computed, 601);
 }
 
 TEST(MatcherTest, ShortBudgetKeepsOnlyTokensThatCanStillFinish) {
