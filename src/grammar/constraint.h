@@ -38,7 +38,7 @@ Result<Grammar> compile_constraint(const Constraint& c);
 
 class GrammarCache {
  public:
-  GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 64)
+  GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 16)
       : vocab_(std::move(vocab)), capacity_(capacity) {}
 
   Result<std::shared_ptr<CompiledGrammar>> get(const Constraint& c);
