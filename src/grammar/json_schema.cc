@@ -21,7 +21,7 @@ constexpr double kMaxBound = 1e15;  // bounds beyond this are not exact in a dou
 // Keywords that only describe; they never constrain.
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
                                             "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
-                                            "definitions", "strict", "nullable_hint"};
+                                            "definitions"};
 const std::set<std::string> kKnown = {"type", "enum", "const", "anyOf", "allOf", "$ref", "properties", "required",
                                       "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
                                       "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum",

@@ -208,8 +208,7 @@ bool parse_prompts(FieldReader& f, int32_t n_vocab, std::vector<Prompt>* out) {
 
 // An assistant message's tool_calls as chat templates get them: arguments parsed from their
 // JSON string into an object. Nothing when the shape is wrong.
-std::optional<json::array> template_tool_calls(const json::value& calls, const std::string& where) {
-  (void)where;
+std::optional<json::array> template_tool_calls(const json::value& calls) {
   if (!calls.is_array()) return std::nullopt;
   json::array out;
   for (const auto& c : calls.as_array()) {
@@ -280,7 +279,7 @@ bool parse_messages(FieldReader& f, std::vector<Message>* out) {
     if (const json::value* calls = m.take("tool_calls")) {
       if (msg.role != "assistant") {
         m.fail("tool_calls", fmt::format("'{}tool_calls' is only allowed on assistant messages", where));
-      } else if (auto rendered = template_tool_calls(*calls, where)) {
+      } else if (auto rendered = template_tool_calls(*calls)) {
         extra["tool_calls"] = std::move(*rendered);
       } else {
         m.fail("tool_calls", fmt::format("'{}tool_calls' must be an array of {{\"id\", \"type\": \"function\", "
