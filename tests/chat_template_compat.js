@@ -98,6 +98,15 @@ const conversations = [
   { name: "tools", messages: [
     { role: "system", content: "Use tools." }, { role: "user", content: "Weather in Paris?" }],
     context: { tools } },
+  // A full tool round: the assistant's call (arguments as an object, as transformers wants
+  // them and as koi serve turns OpenAI's argument strings into; a null content becomes "")
+  // and the tool's result.
+  { name: "tool call and result", messages: [
+    { role: "system", content: "Use tools." }, { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: "", tool_calls: [{ id: "call_1", type: "function",
+      function: { name: "get_weather", arguments: { city: "Paris" } } }] },
+    { role: "tool", tool_call_id: "call_1", content: "{\"temperature\": 22, \"sky\": \"sunny\"}" }],
+    context: { tools } },
   { name: "thinking off", messages: [{ role: "user", content: "Quick answer." }], context: { enable_thinking: false } },
 ];
 

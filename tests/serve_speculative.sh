@@ -4,6 +4,8 @@
 # now and then, so drafts are both accepted and rejected) -- must give byte-identical greedy
 # completions over the API (single, batched, streamed and chat), and /metrics must count the
 # drafts and the accepted drafts of the speculative runs (and none without speculation).
+# Constrained requests (a JSON schema, a regex, a forced tool call) are among them: their drafts
+# are checked against the grammar, and their greedy output must not change either.
 #   tests/serve_speculative.sh <koi> <shared dir>
 set -euo pipefail
 koi=$1; shared=$2
@@ -50,6 +52,13 @@ run() {
       jq -c '.choices[0].message.content'
     post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":60,"temperature":0,"stop":[" park"]}' |
       jq -c '[.choices[0].text, .choices[0].finish_reason]'
+    # Constrained requests: drafts are checked against the grammar, greedy output unchanged.
+    post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":80,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object","properties":{"story":{"type":"string","maxLength":60},"n":{"type":"integer"}},"required":["story","n"]}}}}' |
+      jq -c '[.choices[0].text, .choices[0].finish_reason]'
+    post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":40,"temperature":0,"guided_regex":"( [a-z]+){3,8}\\."}' |
+      jq -c '[.choices[0].text, .choices[0].finish_reason]'
+    post /v1/chat/completions '{"model":"stories","messages":[{"role":"user","content":"Tell a story"}],"max_tokens":120,"temperature":0,"tools":[{"type":"function","function":{"name":"tell","parameters":{"type":"object","properties":{"title":{"type":"string","maxLength":30}},"required":["title"]}}}],"tool_choice":"required"}' |
+      jq -c '[.choices[0].message.tool_calls[0].function, .choices[0].finish_reason]'
   } >"$work/$name.txt"
   curl -sS "$url/metrics" | grep '^koi:spec_decode_num_' >"$work/$name.metrics" || true
   kill -TERM "$server"
@@ -62,6 +71,8 @@ run ngram --speculative ngram --num-speculative-tokens 4
 run draft --speculative draft --draft-model "$work/draft.gguf" --num-speculative-tokens 3
 
 grep -q "there was a little girl named Lily" "$work/plain.txt" || { cat "$work/plain.txt"; fail "unexpected greedy text"; }
+grep -q '^\[" {\\"story\\":' "$work/plain.txt" || { cat "$work/plain.txt"; fail "no constrained JSON output"; }
+grep -q '"finish_reason"\|"tool_calls"\]' "$work/plain.txt" || { cat "$work/plain.txt"; fail "no forced tool call"; }
 for name in ngram draft; do
   if ! diff "$work/plain.txt" "$work/$name.txt"; then fail "--speculative $name changed the greedy output"; fi
 done

@@ -77,6 +77,8 @@ int run_serve(ServeOptions o) {
   info.tokenizer = &tok;
   info.chat = &*chat;
   info.max_model_len = core.max_model_len();
+  grammar::GrammarCache grammars(grammar::Vocabulary::from_tokenizer(tok, core.eos_token_ids()));
+  info.grammars = &grammars;
   serve::ServeMetrics metrics(info.name);
   serve::EngineService service(core, metrics, o.max_waiting);
   serve::KvEventLog kv_events;

@@ -55,9 +55,15 @@ Result<std::unique_ptr<Request>> Engine::make_request(RequestSpec& spec) {
           spec.id, token, n_vocab));
     }
   }
+  if (spec.grammar && spec.grammar->vocab().n_vocab() != n_vocab) {
+    return Status::invalid_argument(fmt::format(
+        "request '{}': its grammar was compiled for a vocabulary of {} tokens, but the model has {}", spec.id,
+        spec.grammar->vocab().n_vocab(), n_vocab));
+  }
   const uint64_t seed = spec.params.seed ? *spec.params.seed : rng_.next_u64();
   auto request = std::make_unique<Request>(std::move(spec.id), std::move(spec.prompt), std::move(spec.params),
                                            spec.priority, next_arrival_++, spec.cache_key, seed);
+  if (spec.grammar) request->matcher.emplace(std::move(spec.grammar));
   if (config_.tokenizer) {
     request->decoder.emplace(config_.tokenizer, /*skip_special=*/true);
     // The first output token renders after the prompt's end (SentencePiece spaces); the last
@@ -154,7 +160,9 @@ Result<std::vector<RequestOutput>> Engine::step() {
     const size_t num_rows = r.spec_token_ids.size() + 1;
     const auto rows = std::span<const float>(logits_).subspan(static_cast<size_t>(first_logit_row_[i]) * n_vocab,
                                                                num_rows * n_vocab);
-    new_tokens[i] = sample_with_drafts(r, rows, static_cast<int>(n_vocab));
+    // Tokens this request may still emit: its max_tokens and the sequence limit.
+    const int budget = std::min(r.params.max_tokens - r.num_output_tokens(), max_model_len() - r.num_tokens());
+    new_tokens[i] = sample_with_drafts(r, rows, static_cast<int>(n_vocab), budget);
     counters_.num_draft_tokens += static_cast<int64_t>(num_rows - 1);
     counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
   }
@@ -198,10 +206,22 @@ void Engine::propose_drafts() {
       r->spec_token_ids = propose_ngram(r->token_ids, spec.prompt_lookup_min, spec.prompt_lookup_max, k);
     }
   }
-  if (drafting.empty()) return;
   // Drafts only save time: a failed draft forward costs this step its drafts, nothing more.
-  if (Status s = draft_->propose(drafting); !s.ok()) {
-    log::warn("draft model failed; no drafts this step: {}", s.to_string());
+  if (!drafting.empty()) {
+    if (Status s = draft_->propose(drafting); !s.ok()) {
+      log::warn("draft model failed; no drafts this step: {}", s.to_string());
+    }
+  }
+  check_drafts_against_grammar();
+}
+
+void Engine::check_drafts_against_grammar() {
+  for (Request* r : scheduler_.running()) {
+    if (!r->matcher || r->spec_token_ids.empty()) continue;
+    grammar::Matcher ahead = *r->matcher;
+    size_t valid = 0;
+    while (valid < r->spec_token_ids.size() && !ahead.finished() && ahead.accept(r->spec_token_ids[valid])) ++valid;
+    r->spec_token_ids.resize(valid);
   }
 }
 

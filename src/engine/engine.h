@@ -32,6 +32,7 @@
 #include "base/random.h"
 #include "base/status.h"
 #include "engine/draft_model.h"
+#include "grammar/matcher.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/kv_transfer.h"
 #include "engine/model_runner.h"
@@ -70,6 +71,9 @@ struct RequestSpec {
   // computed (prefill side; the request should have max_tokens 1).
   std::shared_ptr<KvImport> kv_import;
   std::shared_ptr<KvExport> kv_export;
+  // Structured output: the output must be a document of this grammar (compiled for the
+  // model's vocabulary). Shared between requests; null: unconstrained.
+  std::shared_ptr<grammar::CompiledGrammar> grammar = nullptr;
 };
 // Arrival order is the order of add_request calls.
 
@@ -126,6 +130,7 @@ class Engine {
   // The draft-model proposer; null unless speculation uses a draft model.
   const DraftModelProposer* draft_proposer() const { return draft_.get(); }
   int max_model_len() const { return scheduler_.config().max_model_len; }
+  const std::vector<int32_t>& eos_token_ids() const { return config_.eos_token_ids; }
 
  private:
   struct Import {
@@ -147,6 +152,8 @@ class Engine {
 
   void build_batch(const SchedulerOutput& plan);
   void propose_drafts();
+  // Cuts each constrained request's drafts at the first one its grammar rejects.
+  void check_drafts_against_grammar();
   // Drops the draft-model state of requests that finished or were preempted this step.
   void free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs);
 

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <regex>
+
+#include "grammar/constraint.h"
 
 namespace koi::engine {
 namespace {
@@ -447,6 +450,101 @@ TEST(EngineTest, IncompleteCharacterAtTheLengthLimitComesOutAsReplacementCharact
   }
   EXPECT_EQ(reason, FinishReason::kLength);
   EXPECT_EQ(text, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+// Structured output: every request's text is a document of its grammar, sampled or
+// greedy, with or without speculation, even when max_tokens is tight; greedy output is the
+// same with drafts (which the grammar checks) as without.
+TEST(EngineTest, ConstrainedOutputMatchesItsGrammarWithSamplingAndSpeculation) {
+  const tokenizer::Tokenizer tok = letter_tokenizer(kVocab);
+  grammar::GrammarCache cache(grammar::Vocabulary::from_tokenizer(tok, {}));
+  auto g = cache.get({grammar::ConstraintKind::kRegex, "(ab|cd)+z", {}});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const std::regex reference("(ab|cd)+z");
+  std::map<std::string, std::string> greedy_text[2];
+  for (int k : {0, 3}) {
+    FakeRunner runner(kVocab, 512, 256, 4, Dependence::kLastToken);
+    EngineConfig config = small_config(256, 4, 256);
+    config.tokenizer = &tok;
+    config.max_num_seqs = 32;
+    config.speculative.num_speculative_tokens = k;
+    Engine engine(config, runner);
+    for (int i = 0; i < 24; ++i) {
+      SamplingParams p = greedy(5 + i % 8);  // as few as 5 tokens: "abcdz" or shorter
+      if (i % 2) {
+        p.temperature = 1.0f;
+        p.seed = static_cast<uint64_t>(i);
+      }
+      RequestSpec spec{"r" + std::to_string(i), prompt_of(6, i, kVocab), p};
+      spec.grammar = *g;
+      ASSERT_TRUE(engine.add_request(std::move(spec)).ok());
+    }
+    std::map<std::string, std::string> text;
+    std::map<std::string, FinishReason> reasons;
+    while (engine.has_unfinished()) {
+      auto outputs = engine.step();
+      ASSERT_TRUE(outputs.ok());
+      for (const auto& o : *outputs) {
+        text[o.request_id] += o.text;
+        if (o.finished) reasons[o.request_id] = o.finish_reason;
+      }
+    }
+    for (int i = 0; i < 24; ++i) {
+      const std::string id = "r" + std::to_string(i);
+      EXPECT_TRUE(std::regex_match(text[id], reference)) << id << ": " << text[id];
+      EXPECT_EQ(reasons[id], FinishReason::kStop) << id;  // ended by the grammar, at 'z'
+      if (i % 2 == 0) {
+        greedy_text[k > 0][id] = text[id];
+      }
+    }
+    if (k > 0) {
+      EXPECT_GT(engine.stats().num_draft_tokens, 0);
+    }
+  }
+  EXPECT_EQ(greedy_text[0], greedy_text[1]);
+}
+
+// A stop string cuts a constrained request's text like any other: the text before it.
+TEST(EngineTest, StopStringsCutConstrainedOutput) {
+  const tokenizer::Tokenizer tok = letter_tokenizer(kVocab);
+  grammar::GrammarCache cache(grammar::Vocabulary::from_tokenizer(tok, {}));
+  FakeRunner runner(kVocab, 512, 256, 4, Dependence::kLastToken);
+  EngineConfig config = small_config(256, 4, 256);
+  config.tokenizer = &tok;
+  Engine engine(config, runner);
+  int stopped = 0;
+  for (int i = 0; i < 16; ++i) {
+    SamplingParams p = greedy(30);
+    p.temperature = 1.0f;
+    p.seed = static_cast<uint64_t>(i);
+    p.stop = {"cd"};
+    RequestSpec spec{"r" + std::to_string(i), prompt_of(6, i, kVocab), p};
+    spec.grammar = cache.get({grammar::ConstraintKind::kRegex, "(ab|cd)+z", {}}).value();
+    ASSERT_TRUE(engine.add_request(std::move(spec)).ok());
+  }
+  std::map<std::string, std::string> text;
+  while (engine.has_unfinished()) {
+    auto outputs = engine.step();
+    ASSERT_TRUE(outputs.ok());
+    for (const auto& o : *outputs) text[o.request_id] += o.text;
+  }
+  for (const auto& [id, t] : text) {
+    const bool complete = std::regex_match(t, std::regex("(ab)+z"));
+    EXPECT_TRUE(complete || std::regex_match(t, std::regex("(ab)*"))) << id << ": " << t;
+    stopped += !complete;
+  }
+  EXPECT_GT(stopped, 0);
+}
+
+TEST(EngineTest, GrammarForAnotherVocabularyIsRejected) {
+  FakeRunner runner(kVocab, 512, 32, 4, Dependence::kWholePrefix);
+  Engine engine(small_config(32, 4, 64), runner);
+  const tokenizer::Tokenizer tok = letter_tokenizer(kVocab + 1);
+  grammar::GrammarCache cache(grammar::Vocabulary::from_tokenizer(tok, {}));
+  RequestSpec spec{"a", prompt_of(5, 3, kVocab), greedy(4)};
+  spec.grammar = cache.get({grammar::ConstraintKind::kRegex, "a+", {}}).value();
+  EXPECT_EQ(engine.add_request(std::move(spec)).message(),
+            "request 'a': its grammar was compiled for a vocabulary of 33 tokens, but the model has 32");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/random.h"
+#include "grammar/matcher.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
@@ -59,6 +60,9 @@ struct Request {
   Rng rng;
   std::optional<tokenizer::StreamDecoder> decoder;  // set when the engine has a tokenizer
   StopChecker stop_checker;                         // over the decoder's text
+  // Set for a constrained request (structured output): where its output is in the grammar.
+  // Sampling masks every row by it; the scheduler advances it with each emitted token.
+  std::optional<grammar::Matcher> matcher;
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int num_preemptions = 0;

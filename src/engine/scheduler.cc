@@ -120,6 +120,13 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 bool Scheduler::append_token(Request& r, const SampledToken& token, RequestOutput& out) {
+  if (r.matcher && !r.matcher->accept(token.token)) {
+    // Only when no token could continue the grammar, so sampling went unmasked.
+    out.text += r.stop_checker.finish();
+    out.finished = true;
+    out.finish_reason = FinishReason::kStop;
+    return true;
+  }
   r.token_ids.push_back(token.token);
   out.token_ids.push_back(token.token);
   if (r.params.logprobs >= 0) out.logprobs.push_back(token);
@@ -131,6 +138,8 @@ bool Scheduler::append_token(Request& r, const SampledToken& token, RequestOutpu
     out.text += r.stop_checker.push(r.decoder->push(token.token));
     if (r.stop_checker.stopped()) reason = FinishReason::kStop;
   }
+  // A constrained request ends where its document is complete and nothing may follow.
+  if (reason == FinishReason::kNone && r.matcher && r.matcher->finished()) reason = FinishReason::kStop;
   if (reason == FinishReason::kNone &&
       (r.num_output_tokens() >= r.params.max_tokens || r.num_tokens() >= config_.max_model_len)) {
     reason = FinishReason::kLength;

@@ -1,6 +1,8 @@
 #include "engine/spec_decode.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -77,7 +79,18 @@ void to_residual(std::vector<float>& p, std::span<const float> q) {
 
 }  // namespace
 
-std::vector<SampledToken> sample_with_drafts(Request& r, std::span<const float> logits, int n_vocab) {
+namespace {
+
+// The row with every token the grammar does not allow at -infinity.
+std::span<const float> masked_row(const grammar::TokenMask& mask, std::span<const float> row, std::vector<float>* out) {
+  out->assign(row.begin(), row.end());
+  grammar::apply_mask(mask, *out);
+  return *out;
+}
+
+}  // namespace
+
+std::vector<SampledToken> sample_with_drafts(Request& r, std::span<const float> logits, int n_vocab, int budget) {
   const SamplingParams& params = r.params;
   const bool greedy = params.temperature == 0.0f;
   const size_t vocab = static_cast<size_t>(n_vocab);
@@ -86,13 +99,22 @@ std::vector<SampledToken> sample_with_drafts(Request& r, std::span<const float> 
   std::vector<int32_t> history(r.output().begin(), r.output().end());  // outputs, then accepted drafts
   std::vector<SampledToken> out;
   std::vector<float> probs;
+  std::optional<grammar::Matcher> ahead = r.matcher;  // advanced over the accepted drafts
+  std::vector<float> masked;
   auto pick = [&] {
     return greedy ? static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin())
                   : draw(probs, r.rng);
   };
   for (size_t row = 0;; ++row) {
     const auto row_logits = logits.subspan(row * vocab, vocab);
-    sampling_probs(params, row_logits, r.prompt(), history, &probs);
+    std::span<const float> constrained = row_logits;
+    if (ahead) {
+      const auto mask = ahead->allowed(budget > 0 ? std::max(1, budget - static_cast<int>(row)) : 0);
+      // No token continues the document (a vocabulary without the bytes it needs): the
+      // scheduler ends the request when the grammar rejects what comes out.
+      if (mask->count() > 0) constrained = masked_row(*mask, row_logits, &masked);
+    }
+    sampling_probs(params, constrained, r.prompt(), history, &probs);
     if (row == r.spec_token_ids.size()) {  // bonus token, or plain sampling without drafts
       out.push_back(with_logprobs(params, pick(), row_logits));
       return out;
@@ -113,6 +135,7 @@ std::vector<SampledToken> sample_with_drafts(Request& r, std::span<const float> 
     }
     out.push_back(with_logprobs(params, draft, row_logits));
     history.push_back(draft);
+    if (ahead) ahead->accept(draft);
   }
 }
 

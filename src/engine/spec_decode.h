@@ -63,7 +63,12 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int min_n, i
 
 // The tokens a request emits this step: `logits` holds 1 + request.spec_token_ids.size()
 // rows of n_vocab. Returns the accepted drafts followed by one sampled token. Uses the
-// request's Rng; does not change the request otherwise.
-std::vector<SampledToken> sample_with_drafts(Request& request, std::span<const float> logits, int n_vocab);
+// request's Rng; does not change the request otherwise. A constrained request (with a
+// matcher) has every row masked to the tokens its grammar allows after the drafts before
+// it, so a draft the grammar rejects has probability 0 and is rejected by the same rule;
+// `budget` (tokens the request may still emit, <= 0: no limit) keeps the grammar's
+// document completable within it (matcher.h).
+std::vector<SampledToken> sample_with_drafts(Request& request, std::span<const float> logits, int n_vocab,
+                                             int budget = 0);
 
 }  // namespace koi::engine

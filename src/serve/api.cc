@@ -206,6 +206,33 @@ bool parse_prompts(FieldReader& f, int32_t n_vocab, std::vector<Prompt>* out) {
   return true;
 }
 
+// An assistant message's tool_calls as chat templates get them: arguments parsed from their
+// JSON string into an object. Nothing when the shape is wrong.
+std::optional<json::array> template_tool_calls(const json::value& calls) {
+  if (!calls.is_array()) return std::nullopt;
+  json::array out;
+  for (const auto& c : calls.as_array()) {
+    const json::object* o = c.if_object();
+    const json::value* fn = o ? o->if_contains("function") : nullptr;
+    const json::object* fo = fn ? fn->if_object() : nullptr;
+    const json::value* name = fo ? fo->if_contains("name") : nullptr;
+    const json::value* args = fo ? fo->if_contains("arguments") : nullptr;
+    if (!name || !name->is_string() || !args) return std::nullopt;
+    json::value parsed = *args;
+    if (args->is_string()) {
+      boost::system::error_code ec;
+      parsed = json::parse(args->as_string(), ec);
+      if (ec) return std::nullopt;
+    }
+    json::object call;
+    if (const json::value* id = o->if_contains("id")) call["id"] = *id;
+    call["type"] = "function";
+    call["function"] = json::object{{"name", *name}, {"arguments", std::move(parsed)}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 bool parse_messages(FieldReader& f, std::vector<Message>* out) {
   const json::value* v = f.take("messages");
   if (!v) return f.fail("messages", "'messages' is required: an array of {\"role\", \"content\"} objects");
@@ -247,7 +274,23 @@ bool parse_messages(FieldReader& f, std::vector<Message>* out) {
     } else if (!m.error && msg.role != "assistant") {
       m.fail("content", fmt::format("'{}content' is required", where));
     }
-    m.unsupported_unless("tool_calls", json::array(), "; Koi does not do tool calling");
+    json::object extra;
+    if (!name.empty()) extra["name"] = name;
+    if (const json::value* calls = m.take("tool_calls")) {
+      if (msg.role != "assistant") {
+        m.fail("tool_calls", fmt::format("'{}tool_calls' is only allowed on assistant messages", where));
+      } else if (auto rendered = template_tool_calls(*calls)) {
+        extra["tool_calls"] = std::move(*rendered);
+      } else {
+        m.fail("tool_calls", fmt::format("'{}tool_calls' must be an array of {{\"id\", \"type\": \"function\", "
+                                         "\"function\": {{\"name\", \"arguments\": a JSON object as a string}}}}",
+                                         where));
+      }
+    }
+    std::string tool_call_id;
+    m.get_string("tool_call_id", &tool_call_id);
+    if (!tool_call_id.empty()) extra["tool_call_id"] = tool_call_id;
+    if (!extra.empty()) msg.extra_json = json::serialize(extra);
     m.no_unknown_fields();
     if (m.error) {
       f.error = m.error;
@@ -309,7 +352,43 @@ bool parse_stream_options(FieldReader& f, bool stream, bool* include_usage, bool
   return !o.error;
 }
 
-bool parse_response_format(FieldReader& f) {
+// Sets the request's constraint once; a second source of one is an error.
+bool set_constraint(FieldReader& f, GenerateRequest* r, std::string_view param, grammar::Constraint c,
+                    std::string where) {
+  if (r->constraint) {
+    return f.fail(param, fmt::format("'{}' and '{}' both constrain the output; give only one", r->constraint_param,
+                                     param));
+  }
+  r->constraint = std::move(c);
+  r->constraint_param = std::move(where);
+  return true;
+}
+
+bool parse_json_schema(FieldReader& f, const json::value& v, GenerateRequest* r) {
+  if (!v.is_object()) return f.wrong_type("response_format", "an object", v);
+  FieldReader o(v.as_object(), "response_format.json_schema.");
+  std::string name, description;
+  bool strict = false;
+  o.get_string("name", &name);
+  o.get_string("description", &description);
+  o.get_bool("strict", &strict);
+  const json::value* schema = o.take("schema");
+  if (!o.error && name.empty()) o.fail("name", "'response_format.json_schema.name' is required: a string naming the schema");
+  if (!o.error && schema && !schema->is_object() && !schema->is_bool()) {
+    o.wrong_type("schema", "an object (a JSON schema)", *schema);
+  }
+  o.no_unknown_fields();
+  if (o.error) {
+    f.error = o.error;
+    return false;
+  }
+  // No schema: any JSON object, as OpenAI treats it.
+  grammar::Constraint c{schema ? grammar::ConstraintKind::kJsonSchema : grammar::ConstraintKind::kJsonObject,
+                        schema ? json::serialize(*schema) : "", {}};
+  return set_constraint(f, r, "response_format", std::move(c), "response_format.json_schema.schema");
+}
+
+bool parse_response_format(FieldReader& f, GenerateRequest* r) {
   const json::value* v = f.take("response_format");
   if (!v) return true;
   const json::object* o = v->if_object();
@@ -317,13 +396,146 @@ bool parse_response_format(FieldReader& f) {
   if (!type || !type->is_string()) {
     return f.fail("response_format", "'response_format' must be an object with a 'type', e.g. {\"type\": \"text\"}");
   }
+  FieldReader rf(*o, "response_format.");
+  rf.take("type");
+  if (*type == "json_schema") {
+    const json::value* js = rf.take("json_schema");
+    rf.no_unknown_fields();
+    if (rf.error) {
+      f.error = rf.error;
+      return false;
+    }
+    if (!js) return f.fail("response_format", "'response_format.json_schema' is required for type 'json_schema'");
+    return parse_json_schema(f, *js, r);
+  }
+  rf.no_unknown_fields();
+  if (rf.error) {
+    f.error = rf.error;
+    return false;
+  }
   if (*type == "text") return true;
-  ApiError e = bad_request(fmt::format("response_format type '{}' is not supported yet; only {{\"type\": \"text\"}} is",
-                                       std::string_view(type->as_string())),
-                           "response_format");
-  e.code = "unsupported_parameter";
-  f.error = e;
-  return false;
+  if (*type == "json_object") {
+    return set_constraint(f, r, "response_format", {grammar::ConstraintKind::kJsonObject, "", {}}, "response_format");
+  }
+  return f.fail("response_format", fmt::format("response_format type '{}' is unknown; use 'text', 'json_object' or "
+                                               "'json_schema'",
+                                               std::string_view(type->as_string())));
+}
+
+bool valid_tool_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+bool parse_tools(FieldReader& f, GenerateRequest* r) {
+  const json::value* v = f.take("tools");
+  if (v) {
+    if (!v->is_array()) return f.wrong_type("tools", "an array of {\"type\": \"function\", \"function\": {...}}", *v);
+    for (size_t i = 0; i < v->as_array().size(); ++i) {
+      const std::string where = fmt::format("tools[{}].", i);
+      const json::value& item = v->as_array()[i];
+      if (!item.is_object()) return f.fail("tools", fmt::format("'{}' must be an object", where.substr(0, where.size() - 1)));
+      FieldReader t(item.as_object(), where);
+      std::string type;
+      t.get_string("type", &type);
+      const json::value* fn = t.take("function");
+      t.no_unknown_fields();
+      if (!t.error && type != "function") t.fail("type", fmt::format("'{}type' must be \"function\"", where));
+      if (!t.error && (!fn || !fn->is_object())) t.fail("function", fmt::format("'{}function' must be an object", where));
+      if (t.error) {
+        f.error = t.error;
+        return false;
+      }
+      FieldReader fr(fn->as_object(), where + "function.");
+      Tool tool;
+      std::string description;
+      bool strict = false;
+      fr.get_string("name", &tool.name);
+      fr.get_string("description", &description);
+      fr.get_bool("strict", &strict);
+      if (const json::value* params = fr.take("parameters")) {
+        if (!params->is_object()) {
+          fr.wrong_type("parameters", "an object (a JSON schema)", *params);
+        } else {
+          tool.parameters_json = json::serialize(*params);
+        }
+      }
+      fr.no_unknown_fields();
+      if (!fr.error && !valid_tool_name(tool.name)) {
+        fr.fail("name", fmt::format("'{}function.name' must be 1 to 64 letters, digits, '_' or '-', got '{}'", where,
+                                    tool.name));
+      }
+      if (fr.error) {
+        f.error = fr.error;
+        return false;
+      }
+      r->tools.push_back(std::move(tool));
+    }
+    if (!r->tools.empty()) r->tools_json = json::serialize(*v);
+  }
+  r->tool_choice = r->tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  const json::value* c = f.take("tool_choice");
+  if (!c) return true;
+  const char* kWant = "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+                      "{\"name\": ...}}";
+  if (c->is_string()) {
+    const std::string_view s = c->as_string();
+    if (s == "none") r->tool_choice = ToolChoice::kNone;
+    else if (s == "auto") r->tool_choice = ToolChoice::kAuto;
+    else if (s == "required") r->tool_choice = ToolChoice::kRequired;
+    else return f.fail("tool_choice", kWant);
+  } else {
+    const json::object* o = c->if_object();
+    const json::value* fn = o ? o->if_contains("function") : nullptr;
+    const json::value* name = fn && fn->is_object() ? fn->as_object().if_contains("name") : nullptr;
+    if (!name || !name->is_string()) return f.fail("tool_choice", kWant);
+    r->tool_choice = ToolChoice::kNamed;
+    r->tool_choice_name = std::string(name->as_string());
+    bool known = false;
+    for (const Tool& t : r->tools) known |= t.name == r->tool_choice_name;
+    if (!known) {
+      return f.fail("tool_choice", fmt::format("'tool_choice' names '{}', which is not one of 'tools'", r->tool_choice_name));
+    }
+  }
+  if (r->tool_choice != ToolChoice::kNone && r->tools.empty()) {
+    return f.fail("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+  }
+  return true;
+}
+
+// vLLM's guided decoding fields.
+bool parse_guided(FieldReader& f, GenerateRequest* r) {
+  if (const json::value* v = f.take("guided_json")) {
+    if (!v->is_object() && !v->is_string()) return f.wrong_type("guided_json", "a JSON schema (object or string)", *v);
+    std::string text = v->is_string() ? std::string(v->as_string()) : json::serialize(*v);
+    if (!set_constraint(f, r, "guided_json", {grammar::ConstraintKind::kJsonSchema, std::move(text), {}}, "guided_json")) {
+      return false;
+    }
+  }
+  std::string regex, gbnf;
+  if (f.take("guided_regex") && f.get_string("guided_regex", &regex)) {
+    if (regex.empty()) return f.fail("guided_regex", "'guided_regex' must be a non-empty regular expression");
+    if (!set_constraint(f, r, "guided_regex", {grammar::ConstraintKind::kRegex, regex, {}}, "guided_regex")) return false;
+  }
+  if (f.take("guided_grammar") && f.get_string("guided_grammar", &gbnf)) {
+    if (!set_constraint(f, r, "guided_grammar", {grammar::ConstraintKind::kGrammar, gbnf, {}}, "guided_grammar")) {
+      return false;
+    }
+  }
+  if (const json::value* v = f.take("guided_choice")) {
+    const char* kWant = "'guided_choice' must be a non-empty array of non-empty strings";
+    if (!v->is_array() || v->as_array().empty()) return f.fail("guided_choice", kWant);
+    grammar::Constraint c{grammar::ConstraintKind::kChoice, "", {}};
+    for (const auto& s : v->as_array()) {
+      if (!s.is_string() || s.as_string().empty()) return f.fail("guided_choice", kWant);
+      c.choices.push_back(std::string(s.as_string()));
+    }
+    if (!set_constraint(f, r, "guided_choice", std::move(c), "guided_choice")) return false;
+  }
+  return !f.error;
 }
 
 }  // namespace
@@ -395,11 +607,11 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
       f.fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
     }
     p.logprobs = logprobs ? std::max(top_logprobs, 0) : -1;
-    parse_response_format(f);
+    parse_response_format(f, &r);
     f.get_bool("parallel_tool_calls", &parallel_tool_calls);
-    f.unsupported_unless("tools", json::array(), "; Koi does not do tool calling");
-    f.unsupported_unless("functions", json::array(), "; Koi does not do tool calling");
-    f.unsupported_unless("tool_choice", json::string("none"), "; Koi does not do tool calling");
+    r.parallel_tool_calls = parallel_tool_calls;
+    parse_tools(f, &r);
+    f.unsupported_unless("functions", json::array(), "; use 'tools'");
   } else {
     f.get_int("logprobs", 0, kMaxLogprobs, &p.logprobs);
     f.unsupported_unless("echo", json::value(false), "; send echo: false");
@@ -408,6 +620,8 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
     f.get_int("best_of", 1, kMaxN, &best_of);
     if (!f.error && best_of != r.n) f.fail("best_of", "'best_of' is not supported yet unless it equals 'n'");
   }
+  if (!chat) parse_response_format(f, &r);
+  parse_guided(f, &r);
   f.no_unknown_fields();
   return f.error;
 }
@@ -453,9 +667,37 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, int32_t 
 
 namespace {
 
-json::value finish_reason_json(engine::FinishReason reason) {
-  if (reason == engine::FinishReason::kNone) return nullptr;
-  return json::string(engine::finish_reason_name(reason));
+json::value finish_reason_json(const ChoiceOutput& c) {
+  if (c.finish_reason == engine::FinishReason::kNone) return nullptr;
+  if (c.called_tools && c.finish_reason == engine::FinishReason::kStop) return "tool_calls";
+  return json::string(engine::finish_reason_name(c.finish_reason));
+}
+
+json::array tool_calls_json(std::span<const ToolCall> calls) {
+  json::array out;
+  for (const ToolCall& c : calls) {
+    out.push_back(json::object{{"id", c.id},
+                               {"type", "function"},
+                               {"function", json::object{{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
+// OpenAI's streamed tool-call deltas: the first of a call has its id, type and name.
+json::array tool_call_deltas_json(std::span<const ToolCallDelta> deltas) {
+  json::array out;
+  for (const ToolCallDelta& d : deltas) {
+    json::object fn{{"arguments", d.arguments}};
+    json::object o{{"index", d.index}};
+    if (!d.id.empty()) {
+      o["id"] = d.id;
+      o["type"] = "function";
+      fn["name"] = d.name;
+    }
+    o["function"] = std::move(fn);
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 // The text of one token as it reads mid-sequence (a SentencePiece "▁the" is " the"): a
@@ -539,12 +781,17 @@ json::object full_response(const ResponseMeta& meta, std::span<const ChoiceOutpu
     const bool wanted = !c.logprobs.empty();
     json::object choice{{"index", i}};
     if (meta.kind == ApiKind::kChat) {
-      choice["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
+      json::object message{{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) message["content"] = nullptr;
+        message["tool_calls"] = tool_calls_json(c.tool_calls);
+      }
+      choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
     }
     choice["logprobs"] = logprobs_json(meta, c, wanted, 0, tok);
-    choice["finish_reason"] = finish_reason_json(c.finish_reason);
+    choice["finish_reason"] = finish_reason_json(c);
     arr.push_back(std::move(choice));
   }
   out["choices"] = std::move(arr);
@@ -559,13 +806,18 @@ json::object stream_chunk(const ResponseMeta& meta, int index, const ChoiceOutpu
   if (meta.kind == ApiKind::kChat) {
     json::object d;
     if (first) d["role"] = "assistant";
-    d["content"] = delta.text;
+    if (delta.tool_call_deltas.empty() && !(delta.called_tools && delta.text.empty())) {
+      d["content"] = delta.text;
+    } else if (!delta.tool_call_deltas.empty()) {
+      if (!delta.text.empty() || first) d["content"] = delta.text.empty() ? json::value(nullptr) : json::value(delta.text);
+      d["tool_calls"] = tool_call_deltas_json(delta.tool_call_deltas);
+    }
     choice["delta"] = std::move(d);
   } else {
     choice["text"] = delta.text;
   }
   choice["logprobs"] = logprobs_json(meta, delta, !delta.logprobs.empty(), text_offset, tok);
-  choice["finish_reason"] = finish_reason_json(delta.finish_reason);
+  choice["finish_reason"] = finish_reason_json(delta);
   out["choices"] = json::array{std::move(choice)};
   return out;
 }

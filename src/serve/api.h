@@ -6,6 +6,9 @@
 // fields are errors, each an ApiError naming the parameter. Koi's extra fields are accepted
 // as vLLM does: sampling (top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids),
 // priority (an integer, lower runs first) and cache_salt (prefix-cache isolation).
+// Structured output: response_format (text, json_object, json_schema) and vLLM's
+// guided_json, guided_regex, guided_choice and guided_grammar, at most one of them
+// (docs/structured_output.md); the constraint is compiled later, by the server's cache.
 // Pure functions; thread-safe.
 #pragma once
 
@@ -20,6 +23,8 @@
 
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "grammar/constraint.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace koi::serve {
@@ -40,6 +45,11 @@ enum class ApiKind { kCompletion, kChat };
 struct Message {
   std::string role;
   std::string content;
+  // The message's other fields as the chat template sees them (a JSON object, "" for none):
+  // tool_calls with their arguments parsed into objects (as transformers and vLLM hand them
+  // to templates), tool_call_id and name. A null content (an assistant's tool call) is "",
+  // which templates test as they test a missing one.
+  std::string extra_json;
 };
 
 // One prompt of /v1/completions: text, or token ids given by the client.
@@ -63,6 +73,15 @@ struct GenerateRequest {
   bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM's): usage in every chunk
   int priority = 0;               // engine::RequestSpec::priority: lower runs first
   uint64_t cache_key = 0;         // engine::RequestSpec::cache_key, from cache_salt (0: none)
+  // Tool calling (chat): the tools as the client sent them (a JSON array, handed to the chat
+  // template as `tools`), their names and parameter schemas, and what tool_choice asks.
+  std::string tools_json;
+  std::vector<Tool> tools;
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_choice_name;   // kNamed
+  bool parallel_tool_calls = true;
+  std::optional<grammar::Constraint> constraint;  // structured output
+  std::string constraint_param;   // the parameter that gave it, for errors ("response_format.json_schema.schema")
 };
 
 // Parses a request body; token ids (prompt, stop_token_ids) must be below n_vocab. Returns
@@ -91,7 +110,10 @@ struct ResponseMeta {
 
 // What one choice produced so far (non-streaming: in all).
 struct ChoiceOutput {
-  std::string text;
+  std::string text;                           // content (outside tool calls)
+  std::vector<ToolCall> tool_calls;           // non-streaming, parsed from the text
+  std::vector<ToolCallDelta> tool_call_deltas;  // streaming
+  bool called_tools = false;                  // finish_reason "tool_calls" instead of "stop"
   std::vector<int32_t> token_ids;
   std::vector<engine::SampledToken> logprobs;
   engine::FinishReason finish_reason = engine::FinishReason::kNone;

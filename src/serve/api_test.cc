@@ -88,6 +88,56 @@ struct BadCase {
   const char* message;
 };
 
+TEST(ApiTest, StructuredOutputFieldsBecomeOneConstraint) {
+  GenerateRequest r;
+  auto e = parse(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],
+                     "response_format":{"type":"json_schema","json_schema":{"name":"t","strict":true,
+                     "schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_TRUE(r.constraint);
+  EXPECT_EQ(r.constraint->kind, grammar::ConstraintKind::kJsonSchema);
+  EXPECT_EQ(r.constraint->source, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  EXPECT_EQ(r.constraint_param, "response_format.json_schema.schema");
+  GenerateRequest obj;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":"x","response_format":{"type":"json_object"}})", &obj));
+  EXPECT_EQ(obj.constraint->kind, grammar::ConstraintKind::kJsonObject);
+  GenerateRequest choice;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_choice":["yes","no"]})", &choice));
+  EXPECT_EQ(choice.constraint->kind, grammar::ConstraintKind::kChoice);
+  EXPECT_EQ(choice.constraint->choices, (std::vector<std::string>{"yes", "no"}));
+  GenerateRequest regex;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_regex":"[0-9]+"})", &regex));
+  EXPECT_EQ(regex.constraint->source, "[0-9]+");
+  GenerateRequest text;
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", &text));
+  EXPECT_FALSE(text.constraint);
+}
+
+// The template gets tool calls as tests/chat_template_compat.js renders them against
+// Python jinja2: arguments parsed into an object, a null content as "".
+TEST(ApiTest, ToolMessagesReachTheTemplateAsTransformersPassesThem) {
+  GenerateRequest r;
+  auto e = parse(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"Weather in Paris?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"22 C"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+      "tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].content, "");
+  EXPECT_EQ(r.messages[1].extra_json,
+            R"({"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}}]})");
+  EXPECT_EQ(r.messages[2].extra_json, R"({"tool_call_id":"call_1"})");
+  EXPECT_EQ(r.tools_json, R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].parameters_json, R"({"type":"object"})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_choice_name, "get_weather");
+}
+
 TEST(ApiTest, BadBodiesNameTheParameter) {
   const BadCase cases[] = {
       {ApiKind::kCompletion, "{", "", "the request body is not valid JSON"},
@@ -107,8 +157,26 @@ TEST(ApiTest, BadBodiesNameTheParameter) {
       {ApiKind::kChat, R"({"model":"m","messages":[]})", "messages", "'messages' must contain at least one message"},
       {ApiKind::kChat, R"({"model":"m","messages":[{"role":"wizard","content":"x"}]})", "messages[0].role",
        "'messages[0].role' must be one of"},
-      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
-       "response_format", "response_format type 'json_object' is not supported yet"},
+      {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",
+       "response_format", "response_format type 'xml' is unknown; use 'text', 'json_object' or 'json_schema'"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{}}}})",
+       "response_format.json_schema.name", "'response_format.json_schema.name' is required"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{},"extra":1}}})",
+       "response_format.json_schema.extra", "Unrecognized request argument supplied: response_format.json_schema.extra"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_regex":"a+","guided_choice":["a"]})", "guided_choice",
+       "'guided_regex' and 'guided_choice' both constrain the output; give only one"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_choice":["a",""]})", "guided_choice",
+       "'guided_choice' must be a non-empty array of non-empty strings"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})",
+       "tool_choice", "'tool_choice' names 'g', which is not one of 'tools'"},
+      {ApiKind::kChat,
+       R"({"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{oops"}}]}]})",
+       "messages[0].tool_calls", "'messages[0].tool_calls' must be an array of"},
+      {ApiKind::kCompletion, R"({"model":"m","prompt":"x","guided_json":5})", "guided_json",
+       "'guided_json' must be a JSON schema (object or string), got an integer"},
       {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs",
        "'top_logprobs' requires 'logprobs' to be true"},
       {ApiKind::kCompletion, R"({"model":"m","prompt":[[1,2,3,-5]]})", "prompt",

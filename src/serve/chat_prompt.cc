@@ -11,9 +11,11 @@ Result<ChatPrompt> ChatPrompt::create(const std::string& source, const tokenizer
   return ChatPrompt(std::move(parsed).value(), tok, token(tok.bos_id()), token(tok.eos_id()));
 }
 
-Result<std::string> ChatPrompt::render(std::span<const Message> messages, bool add_generation_prompt) const {
+Result<std::string> ChatPrompt::render(std::span<const Message> messages, bool add_generation_prompt,
+                                       const std::string& tools_json) const {
   tokenizer::ChatTemplateInputs inputs;
-  for (const Message& m : messages) inputs.messages.push_back({m.role, m.content});
+  for (const Message& m : messages) inputs.messages.push_back({m.role, m.content, m.extra_json});
+  if (!tools_json.empty()) inputs.extra_context_json = "{\"tools\": " + tools_json + "}";
   inputs.add_generation_prompt = add_generation_prompt;
   inputs.bos_token = bos_;
   inputs.eos_token = eos_;

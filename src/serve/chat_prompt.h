@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "serve/api.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/jinja/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,7 +23,11 @@ class ChatPrompt {
   // `source` empty: the model's template if it has one, else the default template.
   static Result<ChatPrompt> create(const std::string& source, const tokenizer::Tokenizer& tok);
 
-  Result<std::string> render(std::span<const Message> messages, bool add_generation_prompt) const;
+  // tools_json: the request's tools (a JSON array, the template's `tools`), "" for none.
+  Result<std::string> render(std::span<const Message> messages, bool add_generation_prompt,
+                             const std::string& tools_json = "") const;
+  // How this template's model writes tool calls.
+  ToolFormat tool_format() const { return detect_tool_format(template_.source()); }
   // The prompt tokens of rendered text: special-token text becomes special tokens, and BOS
   // is added unless the template already wrote it (the default template does not).
   std::vector<int32_t> encode(const std::string& text) const;

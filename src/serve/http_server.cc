@@ -112,7 +112,8 @@ struct Server::Impl {
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
   Reply kv_events_reply(const std::string& path, const HttpRequest& req);
-  std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts);
+  std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
+                                  std::shared_ptr<grammar::CompiledGrammar>* grammar);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
   std::optional<ApiError> attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
                                               std::vector<std::shared_ptr<engine::KvImport>>* imports);
@@ -303,7 +304,8 @@ Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& 
   return {200, std::move(*events)};
 }
 
-std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts) {
+std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
+                                              std::shared_ptr<grammar::CompiledGrammar>* grammar) {
   if (g.model != model.name) {
     ApiError e = api_error(404, fmt::format("The model `{}` does not exist.", g.model), "invalid_request_error",
                            "model_not_found");
@@ -312,8 +314,22 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   }
   const tokenizer::Tokenizer& tok = *model.tokenizer;
   const bool chat = g.kind == ApiKind::kChat;
+  if (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed) {
+    if (g.constraint) {
+      return bad_request(fmt::format("'tool_choice' {} forces a tool call, which '{}' also constrains; give only one",
+                                     g.tool_choice == ToolChoice::kNamed ? "naming a function" : "\"required\"",
+                                     g.constraint_param),
+                         "tool_choice");
+    }
+    std::vector<Tool> callable;
+    for (const Tool& t : g.tools) {
+      if (g.tool_choice == ToolChoice::kRequired || t.name == g.tool_choice_name) callable.push_back(t);
+    }
+    g.constraint = forced_tool_call(callable, model.chat->tool_format());
+    g.constraint_param = "tools";
+  }
   if (chat) {
-    auto text = model.chat->render(g.messages, /*add_generation_prompt=*/true);
+    auto text = model.chat->render(g.messages, /*add_generation_prompt=*/true, g.tools_json);
     if (!text.ok()) return bad_request(text.status().message(), "messages");
     prompts->push_back(model.chat->encode(*text));
   }
@@ -341,6 +357,16 @@ std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<st
   }
   if (!g.max_tokens_set) g.params.max_tokens = default_max_tokens;
   if (Status s = engine::validate(g.params, tok.n_vocab()); !s.ok()) return bad_request(s.message());
+  if (g.constraint && !model.grammars) {
+    return bad_request("this server has no grammar engine; structured output is not available", g.constraint_param);
+  }
+  if (g.constraint) {
+    auto compiled = model.grammars->get(*g.constraint);
+    if (!compiled.ok()) {
+      return bad_request(fmt::format("{}: {}", g.constraint_param, compiled.status().message()), g.constraint_param);
+    }
+    *grammar = std::move(compiled).value();
+  }
   return std::nullopt;
 }
 
@@ -364,8 +390,9 @@ std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
-  if (!err) err = prepare(g, &prompts);
+  if (!err) err = prepare(g, &prompts, &grammar);
   if (err) {
     co_await reply(res, error_reply(*err));
     co_return;
@@ -389,6 +416,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       spec.params = g.params;
       spec.priority = g.priority;
       spec.cache_key = g.cache_key;
+      spec.grammar = grammar;
       if (spec.params.seed) *spec.params.seed += static_cast<uint64_t>(i);  // n seeded choices differ
       ids.push_back(spec.id);
       specs.push_back(std::move(spec));
@@ -414,6 +442,14 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
 
   const tokenizer::Tokenizer& tok = *model.tokenizer;
   std::vector<ChoiceOutput> choices(static_cast<size_t>(num_choices));
+  // Tool calls are parsed out of the text: whole at the end, or per choice as it streams.
+  const bool parse_tools = kind == ApiKind::kChat && g.tool_choice != ToolChoice::kNone;
+  const ToolFormat tool_format = model.chat->tool_format();
+  auto call_prefix = [&](int index) { return fmt::format("call_{}_{}", meta.id.substr(meta.id.find('-') + 1), index); };
+  std::vector<ToolCallStreamer> streamers;
+  if (parse_tools && g.stream) {
+    for (int i = 0; i < num_choices; ++i) streamers.emplace_back(tool_format, call_prefix(i));
+  }
   std::vector<bool> started(static_cast<size_t>(num_choices), false);
   int num_finished = 0;
   bool ok = true;
@@ -445,8 +481,20 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       ok = co_await res.begin_stream(200, "text/event-stream");
       if (!ok) break;
     }
-    if (out.text.empty() && !out.finished && out.logprobs.empty()) continue;
     ChoiceOutput delta;
+    if (parse_tools) {
+      ToolCallStreamer& streamer = streamers[static_cast<size_t>(ev.index)];
+      StreamDelta d = streamer.push(out.text);
+      if (out.finished) {
+        StreamDelta rest = streamer.finish();
+        d.content += rest.content;
+        d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
+      }
+      out.text = std::move(d.content);
+      delta.tool_call_deltas = std::move(d.calls);
+      delta.called_tools = streamer.num_calls() > 0;
+    }
+    if (out.text.empty() && delta.tool_call_deltas.empty() && !out.finished && out.logprobs.empty()) continue;
     delta.text = std::move(out.text);
     delta.token_ids = std::move(out.token_ids);
     delta.logprobs = std::move(out.logprobs);
@@ -464,6 +512,14 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
     if (failure) {
       co_await reply(res, error_reply(*failure));
     } else if (ok && num_finished == num_choices) {
+      if (parse_tools) {
+        for (size_t i = 0; i < choices.size(); ++i) {
+          ParsedOutput parsed = parse_tool_calls(choices[i].text, tool_format, call_prefix(static_cast<int>(i)));
+          choices[i].text = std::move(parsed.content);
+          choices[i].tool_calls = std::move(parsed.calls);
+          choices[i].called_tools = !choices[i].tool_calls.empty();
+        }
+      }
       co_await reply(res, json_reply(full_response(meta, choices, usage, tok)));
     } else {
       res.abort();

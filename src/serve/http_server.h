@@ -23,6 +23,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "grammar/constraint.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
 #include "serve/kv_events.h"
@@ -53,6 +54,7 @@ struct ModelInfo {
   KvTransferClient* kv_client = nullptr;
   // Set with --kv-events: GET /kv/events?after=N and GET /kv/snapshot (serve/kv_events.h).
   const KvEventLog* kv_events = nullptr;
+  grammar::GrammarCache* grammars = nullptr;  // compiles structured-output constraints (thread-safe)
 };
 
 class Server {

@@ -105,7 +105,12 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const
 
 std::string default_chat_template() {
   return "{% for message in messages %}"
-         "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+         "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+         "{% if message['content'] is not none %}{{ message['content'] }}{% endif %}"
+         "{% if message['tool_calls'] is defined %}{% for call in message['tool_calls'] %}"
+         "{{ '<tool_call>\\n' + (call['function'] | tojson) + '\\n</tool_call>' }}"
+         "{% endfor %}{% endif %}"
+         "{{ '<|im_end|>' + '\\n' }}"
          "{% endfor %}"
          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 }

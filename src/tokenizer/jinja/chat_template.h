@@ -66,7 +66,8 @@ class ChatTemplate {  // immutable after parse; render() is thread-safe
 };
 
 // The fallback for models without a template, ChatML as Qwen and many fine-tunes use it:
-//   <|im_start|>{role}\n{content}<|im_end|>\n   for every message, then
+//   <|im_start|>{role}\n{content}<|im_end|>\n   for every message (a null content is empty;
+//   an assistant's tool_calls follow as <tool_call>\n{"name", "arguments"}\n</tool_call>), then
 //   <|im_start|>assistant\n                     when add_generation_prompt is true.
 // bos_token is not added (the tokenizer adds it when the model wants one).
 std::string default_chat_template();
