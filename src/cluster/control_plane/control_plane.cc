@@ -7,6 +7,10 @@
 #include "cluster/control_plane/api.h"
 #include "cluster/control_plane/config.h"
 #include "cluster/control_plane/local_executor.h"
+#include "cluster/control_plane/model_api.h"
+#include "cluster/control_plane/model_register.h"
+#include "cluster/control_plane/pipeline_api.h"
+#include "cluster/control_plane/pipeline_controller.h"
 #include "cluster/control_plane/reconciler.h"
 #include "cluster/control_plane/state_store.h"
 #include "net/server.h"
@@ -19,6 +23,8 @@ struct ControlPlane::Impl {
   std::unique_ptr<StateStore> store;
   std::unique_ptr<LocalExecutor> executor;
   std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<ModelRegistry> models;
+  std::unique_ptr<PipelineController> pipelines;
   std::unique_ptr<ApiServer> api;
   std::unique_ptr<net::Server> server;
   int port = 0;
@@ -48,6 +54,15 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   KOI_ASSIGN_OR_RETURN(std::vector<TokenEntry> tokens, impl->store->tokens());
   impl->api = std::make_unique<ApiServer>(*impl->store, *impl->reconciler, *impl->executor, impl->registry,
                                           std::move(tokens), work_dir);
+  impl->models = std::make_unique<ModelRegistry>(*impl->store, *impl->executor, work_dir);
+  impl->api->add_resource("models", models_resource(*impl->models, *impl->store));
+  impl->api->add_resource("modelversions", modelversions_resource(*impl->store));
+  impl->pipelines = std::make_unique<PipelineController>(*impl->store, *impl->models, *impl->executor,
+                                                         *impl->reconciler, work_dir);
+  // The deployment controller connects deploy steps here (PipelineController::set_deploy_step).
+  const PipelineContext pipeline_context{work_dir, o.koi_binary, impl->pipelines->deploy_available()};
+  impl->api->add_resource("pipelines", pipelines_resource(*impl->store, *impl->reconciler, pipeline_context));
+  impl->reconciler->add_controller(impl->pipelines.get());
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;

@@ -26,7 +26,9 @@ bool valid_env_name(const std::string& s) {
   return true;
 }
 
-void parse_spec(YamlReader& spec, JobSpec* s) {
+}  // namespace
+
+void parse_job_spec(YamlReader& spec, JobSpec* s) {
   const std::string kind = spec.str("kind", "command");
   bool known_kind = false;
   for (int i = 0; i < 4; ++i) {
@@ -91,6 +93,8 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   s->hang_timeout_seconds = spec.number("hangTimeoutSeconds", 0, 1e7).value_or(0);
   s->termination_grace_seconds = spec.number("terminationGracePeriodSeconds", 0, 3600).value_or(30);
 }
+
+namespace {
 
 // JSON helpers that tolerate absent fields (the store's own records).
 const json::value* find(const json::object& o, std::string_view k) { return o.if_contains(k); }
@@ -216,7 +220,7 @@ Result<JobObject> parse_job_manifest(const std::string& text, const std::string&
   job.metadata.labels = meta.string_map("labels");
   if (!top.has("spec")) top.fail("spec", "is required");
   YamlReader spec = top.child("spec");
-  parse_spec(spec, &job.spec);
+  parse_job_spec(spec, &job.spec);
   KOI_RETURN_IF_ERROR(top.finish());
   return job;
 }

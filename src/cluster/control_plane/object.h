@@ -127,6 +127,11 @@ struct JobObject {
   JobStatus status;
 };
 
+class YamlReader;
+// Reads and checks a Job's spec (errors go to the reader, naming the field); a Pipeline's job
+// steps embed the same spec.
+void parse_job_spec(YamlReader& spec, JobSpec* s);
+
 // Parses and validates a Job manifest (YAML or JSON). `ns` is the namespace of the request:
 // a manifest naming another one is refused.
 Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns);

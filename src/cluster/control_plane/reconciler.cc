@@ -94,10 +94,12 @@ Status Reconciler::commit(JobObject& job, std::vector<Event> events) {
   return store_.update_job(&job, events);
 }
 
-std::string Reconciler::checkpoint_dir(const JobObject& job) const {
+std::string job_checkpoint_dir(const std::string& work_dir, const JobObject& job) {
   if (!job.spec.checkpoint_dir.empty()) return job.spec.checkpoint_dir;
-  return path_join(path_join(path_join(options_.work_dir, job.metadata.ns), job.metadata.name), "checkpoints");
+  return path_join(path_join(path_join(work_dir, job.metadata.ns), job.metadata.name), "checkpoints");
 }
+
+std::string Reconciler::checkpoint_dir(const JobObject& job) const { return job_checkpoint_dir(options_.work_dir, job); }
 
 std::string replica_dir(const std::string& work_dir, const std::string& ns, const std::string& name, int attempt,
                         int replica) {

@@ -81,6 +81,8 @@ struct QueueUsage {
 // <work_dir>/<ns>/<name>/<attempt>/<replica>: a replica's working directory and log.
 std::string replica_dir(const std::string& work_dir, const std::string& ns, const std::string& name, int attempt,
                         int replica);
+// A job's run directory: spec.checkpointDir, else <work_dir>/<ns>/<name>/checkpoints.
+std::string job_checkpoint_dir(const std::string& work_dir, const JobObject& job);
 
 class Reconciler {
  public:
