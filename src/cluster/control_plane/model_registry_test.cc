@@ -54,3 +54,83 @@ TEST(ModelRef, ResolvesThroughTheStore) {
 
 }  // namespace
 }  // namespace koi::cluster
+
+#include <fstream>
+
+#include "cluster/control_plane/config.h"
+#include "cluster/control_plane/model_register.h"
+
+namespace koi::cluster {
+namespace {
+
+TEST(ModelRegister, ParsesTimes) {
+  EXPECT_DOUBLE_EQ(*parse_time("2026-12-01T18:30:00Z", "at"), 1796149800.0);
+  EXPECT_DOUBLE_EQ(*parse_time("2026-12-01T18:30:00.25Z", "at"), 1796149800.25);
+  EXPECT_DOUBLE_EQ(*parse_time("1796149800.5", "at"), 1796149800.5);
+  EXPECT_EQ(parse_time("yesterday", "at").status().message(),
+            "at: 'yesterday' is not a time; use RFC 3339 (2026-12-01T18:30:00Z, fractions allowed) or unix seconds");
+  EXPECT_FALSE(parse_time("2026-12-01T18:30:00", "at").ok());  // no zone
+  EXPECT_FALSE(parse_time("-5", "at").ok());
+}
+
+TEST(ModelRegister, AliasHistoryAnswersWhichVersionHeldWhen) {
+  boost::json::object status{{"aliasHistory", boost::json::array{
+      boost::json::object{{"alias", "production"}, {"version", 1}, {"timestamp", 100.0}},
+      boost::json::object{{"alias", "canary"}, {"version", 2}, {"timestamp", 150.0}},
+      boost::json::object{{"alias", "production"}, {"version", 2}, {"timestamp", 200.0}},
+      boost::json::object{{"alias", "production"}, {"version", 1}, {"timestamp", 300.0}}}}};
+  EXPECT_EQ(alias_version_at(status, "production", 99), 0);
+  EXPECT_EQ(alias_version_at(status, "production", 100), 1);
+  EXPECT_EQ(alias_version_at(status, "production", 199.9), 1);
+  EXPECT_EQ(alias_version_at(status, "production", 250), 2);
+  EXPECT_EQ(alias_version_at(status, "production", 1e12), 1);  // rolled back
+  EXPECT_EQ(alias_version_at(status, "canary", 160), 2);
+  EXPECT_EQ(alias_version_at(status, "shadow", 160), 0);
+}
+
+TEST(ModelRegister, HashesArtifactsAndChecksTheirFormat) {
+  const std::string dir = *make_temp_dir("koi-artifact");
+  {
+    std::ofstream(dir + "/m.gguf") << "GGUF" << std::string(100, 'x');
+    std::ofstream(dir + "/abc.bin") << "abc";
+  }
+  auto gguf = read_artifact(dir + "/m.gguf", "");
+  ASSERT_TRUE(gguf.ok()) << gguf.status().message();
+  EXPECT_EQ(gguf->format, "gguf");
+  EXPECT_EQ(gguf->size_bytes, 104);
+  EXPECT_EQ(gguf->sha256, sha256_hex("GGUF" + std::string(100, 'x')));  // the file's bytes alone
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // FIPS 180-2
+  auto abc = read_artifact(dir + "/abc.bin", "gguf");
+  EXPECT_EQ(abc.status().message(), "format: " + dir + "/abc.bin is not gguf (unrecognised content)");
+  EXPECT_EQ(read_artifact(dir + "/abc.bin", "").status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(system(("mkdir -p " + dir + "/hf/sub && printf abc > " + dir + "/hf/config.json && printf d > " + dir +
+                    "/hf/sub/w").c_str()), 0);
+  auto hf = read_artifact(dir + "/hf", "");
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  EXPECT_EQ(hf->format, "hf");
+  EXPECT_EQ(hf->size_bytes, 4);
+  // Every file in path order as PATH NUL BYTES.
+  EXPECT_EQ(hf->sha256, sha256_hex(std::string("config.json\0abc", 15) + std::string("sub/w\0d", 7)));
+  auto again = read_artifact(dir + "/hf", "hf");
+  EXPECT_EQ(again->sha256, hf->sha256);
+  EXPECT_EQ(read_artifact(dir + "/nope", "").status().message(), "artifact: " + dir + "/nope does not exist");
+  remove_all(dir);
+}
+
+TEST(ModelRegister, ParsesRegisterRequests) {
+  auto r = parse_register_request(R"({"fromJob": "train", "artifact": "/m.gguf", "metrics": {"perplexity": 3.5}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->from_job, "train");
+  EXPECT_EQ(r->metrics.at("perplexity").as_double(), 3.5);
+  EXPECT_EQ(parse_register_request("{}").status().message(), "fromJob: is required (the job whose checkpoint or export this is)");
+  EXPECT_EQ(parse_register_request(R"({"fromJob": "t", "artifact": "m.gguf"})").status().message(),
+            "artifact: must be an absolute path");
+  EXPECT_EQ(parse_register_request(R"({"fromJob": "t", "format": "onnx"})").status().message(),
+            "format: must be gguf, hf or koi (got 'onnx')");
+  EXPECT_EQ(parse_register_request(R"({"fromJob": "t", "metrics": {"ppl": "low"}})").status().message(),
+            "metrics.ppl: must be a number");
+  EXPECT_EQ(parse_register_request(R"({"fromJob": "t", "from": "x"})").status().message(), "from: unknown field");
+}
+
+}  // namespace
+}  // namespace koi::cluster
