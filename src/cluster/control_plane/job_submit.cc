@@ -39,9 +39,13 @@ Status check_gpu_type(const Cluster& cluster, const JobObject& job) {
 
 }  // namespace
 
-Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by) {
+Status check_job_for_cluster(const Cluster& cluster, JobObject* job) {
   KOI_RETURN_IF_ERROR(resolve_queue(cluster, job));
-  KOI_RETURN_IF_ERROR(check_gpu_type(cluster, *job));
+  return check_gpu_type(cluster, *job);
+}
+
+Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by) {
+  KOI_RETURN_IF_ERROR(check_job_for_cluster(cluster, job));
   Event e;
   e.ns = job->metadata.ns, e.name = job->metadata.name, e.time = wall_seconds(), e.reason = "Submitted";
   e.message = fmt::format("{} job, {} replica(s), queue {}, submitted by {}", job_kind_name(job->spec.kind),

@@ -17,4 +17,8 @@ namespace koi::cluster {
 
 Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by);
 
+// The cluster checks of submit_job() alone (the queue filled in): a Pipeline's job steps are
+// checked at its submit, long before their jobs exist.
+Status check_job_for_cluster(const Cluster& cluster, JobObject* job);
+
 }  // namespace koi::cluster

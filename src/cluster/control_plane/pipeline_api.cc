@@ -6,6 +6,8 @@
 #include <boost/json.hpp>
 #include <charconv>
 
+#include "cluster/control_plane/job_submit.h"
+
 namespace koi::cluster {
 namespace json = boost::json;
 namespace http = boost::beast::http;
@@ -16,9 +18,26 @@ Status not_found(const std::string& name, const std::string& ns) {
   return Status::not_found(fmt::format("pipeline {} not found in namespace {}", name, ns));
 }
 
+// Each job step against the cluster as submit_job() will check it: "spec.steps[0].job.queue: ...".
+Status check_job_steps(const Cluster& cluster, const PipelineObject& p) {
+  for (size_t i = 0; i < p.spec.steps.size(); ++i) {
+    if (p.spec.steps[i].kind != StepKind::kJob) continue;
+    JobObject job;
+    job.metadata.ns = p.metadata.ns;
+    job.spec = p.spec.steps[i].job;
+    Status s = check_job_for_cluster(cluster, &job);
+    if (s.ok()) continue;
+    std::string message = s.message();
+    if (message.starts_with("spec.")) message = fmt::format("spec.steps[{}].job.{}", i, message.substr(5));
+    return Status::invalid_argument(message);
+  }
+  return ok_status();
+}
+
 Reply submit(StateStore& store, Reconciler& reconciler, const PipelineContext& ctx, const ResourceRequest& r) {
   auto p = parse_pipeline_manifest(r.body, r.ns, ctx);
   if (!p.ok()) return error_reply(p.status());
+  if (Status s = check_job_steps(*reconciler.cluster(), *p); !s.ok()) return error_reply(s);
   StoredObject o = to_stored(*p);
   Event e;
   e.kind = "Pipeline", e.ns = r.ns, e.name = p->metadata.name, e.time = wall_seconds(), e.reason = "Submitted";
