@@ -169,6 +169,16 @@ spec:
     table = cp.koi(A, "model", "list").stdout
     check("tiny   2        production=2" in table, table)
 
+    # The fortunes example is a valid pipeline (it trains for minutes: submitted, then cancelled).
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples", "pipeline-fortunes.yaml")
+    p = cp.koi_json(A, "pipeline", "submit", "-f", example)
+    steps = p["spec"]["steps"]
+    check([s["name"] for s in steps] == ["data", "train", "export", "eval", "quality", "register", "promote"], str(steps))
+    pdir = os.path.join(cp.work, "alpha", "fortunes.pipeline")
+    check(steps[1]["job"]["recipe"] == pdir + "/fortunes.yaml" and "${" not in json.dumps(p), json.dumps(steps[1]))
+    cp.koi(A, "pipeline", "cancel", "fortunes")
+    wait_pipeline(cp, "fortunes", ["Cancelled"])
+
 
 if __name__ == "__main__":
     run_test(one_tenant_config(), run)
