@@ -114,6 +114,10 @@ class Reconciler {
  private:
   struct Work;  // one round's view of one job
   Status commit(JobObject& job, std::vector<Event> events);
+  // The active jobs, in the store's order: those unchanged since this thread last read or
+  // wrote them come from jobs_, the rest from the store (one list when many changed).
+  Result<std::vector<JobObject>> active_jobs();
+  void keep_jobs(std::vector<JobObject>& jobs);  // back into jobs_ at a round's end
   void event(std::vector<Event>& events, const JobObject& job, const std::string& type, const std::string& reason,
              const std::string& message, double now);
   void transition(JobObject& job, JobPhase phase, const std::string& reason, const std::string& message, double now,
@@ -149,6 +153,11 @@ class Reconciler {
   std::shared_ptr<const Cluster> published_;  // guarded by mu_
   bool cluster_changed_ = false;              // guarded by mu_: published_ is newer than cluster_
   std::vector<Controller*> controllers_;
+  // The reconciler thread's copy of the active jobs as last read or committed (key ns/name),
+  // so a round reads the bodies only of jobs another writer changed; stale_ holds the keys
+  // whose last commit failed (the copy may differ from the store).
+  std::map<std::string, JobObject> jobs_;
+  std::set<std::string> stale_;
   std::thread thread_;
 };
 
