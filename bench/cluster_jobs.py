@@ -93,11 +93,16 @@ try:
     t_done = time.time()
     stop.set()
     # Admissions from the watch log: every Admitted event with its exact time.
-    log = call("GET", "/apis/v1/watch?resourceVersion=0&timeoutSeconds=1", raw=True)
-    events = []
-    for frame in log.split("\n\n"):
-        if "\nevent: EVENT\n" in "\n" + frame:
-            events.append(json.loads("".join(l[6:] for l in frame.splitlines() if l.startswith("data: "))))
+    events, after = [], 0
+    while True:  # the watch log in pieces: each call streams for a second from `after`
+        log = call("GET", "/apis/v1/watch?resourceVersion=%d&timeoutSeconds=1" % after, raw=True)
+        frames = [f for f in log.split("\n\n") if f.startswith("id: ")]
+        if not frames:
+            break
+        for frame in frames:
+            after = int(frame.split("\n", 1)[0][4:])
+            if "\nevent: EVENT\n" in frame:
+                events.append(json.loads("".join(l[6:] for l in frame.splitlines() if l.startswith("data: "))))
     admitted = sorted(e["timestamp"] for e in events if e["reason"] == "Admitted")
     failed = sum(e["reason"] in ("Failed", "RestartBudgetExhausted") for e in events)
     latencies.sort()

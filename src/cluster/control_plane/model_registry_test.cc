@@ -134,3 +134,82 @@ TEST(ModelRegister, ParsesRegisterRequests) {
 
 }  // namespace
 }  // namespace koi::cluster
+
+#include "cluster/control_plane/local_executor.h"
+#include "cluster/control_plane/reconciler.h"
+
+namespace koi::cluster {
+namespace {
+
+JobObject finished_job(const std::string& name, JobKind kind, const std::string& checkpoint_dir) {
+  JobObject j;
+  j.metadata.ns = "alpha", j.metadata.name = name;
+  j.spec.kind = kind;
+  j.spec.command = {"true"};
+  j.spec.checkpoint_dir = checkpoint_dir;
+  j.status.phase = JobPhase::kSucceeded;
+  j.status.attempts = 1;
+  return j;
+}
+
+TEST(ModelRegister, RegistersVersionsAndMovesAliasesThroughTheStore) {
+  const std::string dir = *make_temp_dir("koi-model-register");
+  auto store = StateStore::open("sqlite:" + dir + "/cp.db");
+  ASSERT_TRUE(store.ok());
+  LocalExecutor executor("/bin/koi", {});
+  ModelRegistry registry(**store, executor, dir + "/work");
+  ASSERT_EQ(system(("mkdir -p " + dir + "/run/ckpt-00000010 " + dir + "/run/ckpt-00000020 && touch " + dir +
+                    "/run/ckpt-00000010/COMPLETE && printf w > " + dir + "/run/ckpt-00000010/model.safetensors")
+                       .c_str()), 0);  // ckpt-20 is incomplete: no marker
+  JobObject train = finished_job("train", JobKind::kCommand, dir + "/run");
+  JobObject eval = finished_job("eval", JobKind::kEval, "");
+  JobObject running = finished_job("running", JobKind::kCommand, "");
+  running.status.phase = JobPhase::kRunning;
+  for (JobObject* j : {&train, &eval, &running}) ASSERT_TRUE((*store)->create_job(j, {}).ok());
+  const std::string eval_dir = replica_dir(dir + "/work", "alpha", "eval", 1, 0);
+  ASSERT_EQ(system(("mkdir -p " + eval_dir + " && printf 'loading\\ntokens 10 | loss 2 | perplexity 7.5\\n' > " + eval_dir +
+                    "/log").c_str()), 0);
+
+  RegisterRequest req;
+  req.from_job = "train";
+  req.eval_job = "eval";
+  auto v1 = registry.register_version("alpha", "m", req, "alpha", 100);
+  ASSERT_TRUE(v1.ok()) << v1.status().message();
+  auto s1 = model_version_from_spec(v1->body.at("spec").as_object());
+  EXPECT_EQ(s1->version, 1);
+  EXPECT_EQ(s1->artifact.format, "koi");
+  EXPECT_EQ(s1->artifact.path, dir + "/run/ckpt-00000010");
+  EXPECT_EQ(s1->lineage.at("step").as_int64(), 10);
+  EXPECT_EQ(s1->metrics.at("perplexity").as_double(), 7.5);
+  {
+    std::ofstream(dir + "/m.gguf") << "GGUF....";
+  }
+  req.artifact = dir + "/m.gguf";
+  auto v2 = registry.register_version("alpha", "m", req, "alpha", 101);
+  ASSERT_TRUE(v2.ok()) << v2.status().message();
+  EXPECT_EQ(v2->metadata.name, "m-v2");
+  req.from_job = "running";
+  EXPECT_EQ(registry.register_version("alpha", "m", req, "alpha", 102).status().message(),
+            "fromJob: job running is Running; a version is registered from a job that has Succeeded");
+
+  auto m = registry.move_alias("alpha", "m", "production", 1, 0, "alpha", 200);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const int64_t rv = m->metadata.resource_version;
+  auto moved = registry.move_alias("alpha", "m", "production", 2, rv, "bob", 300);
+  ASSERT_TRUE(moved.ok()) << moved.status().message();
+  auto stale = registry.move_alias("alpha", "m", "production", 1, rv, "carol", 400);
+  EXPECT_EQ(stale.status().code(), StatusCode::kFailedPrecondition);  // rv was read before bob's move
+  const boost::json::object& status = moved->body.at("status").as_object();
+  EXPECT_EQ(status.at("latestVersion").as_int64(), 2);
+  EXPECT_EQ(status.at("aliasHistory").as_array().size(), 2u);
+  EXPECT_EQ(alias_version_at(status, "production", 250), 1);
+  EXPECT_EQ(alias_version_at(status, "production", 300), 2);
+  // The reference syntax deployments use reads what the registry wrote.
+  EXPECT_EQ(resolve_model_ref(**store, "alpha", *parse_model_ref("m@production", ""))->artifact.path, dir + "/m.gguf");
+  EXPECT_EQ(resolve_model_ref(**store, "alpha", *parse_model_ref("m", ""))->version, 2);
+  store->reset();
+  remove_all(dir);
+}
+
+}  // namespace
+}  // namespace koi::cluster
