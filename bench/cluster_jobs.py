@@ -8,7 +8,12 @@ the watch log), the p99 latency of reads made while the jobs run (GET one job, G
 from a second client), and jobs completed per second from the first submission to the last
 completion. Completion is polled through /metrics (koi_cluster_jobs_finished_total), which
 does not load the server as listing 10,000 jobs would.
-Not a test; usage: python3 bench/cluster_jobs.py build/koi [N] [--profile]
+
+--pending: instead, N jobs that can never start (9 GPUs each on an 8-GPU node) are submitted and
+left pending; reports what one reconcile round costs with N jobs waiting (rounds/s, seconds per
+round from koi_cluster_reconcile_seconds, and the control plane's CPU share from /proc) over 10 s.
+
+Not a test; usage: python3 bench/cluster_jobs.py build/koi [N] [--profile] [--pending]
 (--profile runs the control plane under `perf record -g`, written to ./cluster_jobs.perf.data)"""
 import json
 import os
@@ -24,6 +29,7 @@ import urllib.request
 KOI = sys.argv[1] if len(sys.argv) > 1 else "build/koi"
 N = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1000
 PROFILE = "--profile" in sys.argv
+PENDING = "--pending" in sys.argv
 TOKEN = "bench-token-0001"
 
 root = tempfile.mkdtemp(prefix="koi-cluster-bench-")
@@ -74,8 +80,40 @@ def reader():
         time.sleep(0.05)
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rounds():
+    text = call("GET", "/metrics", raw=True)
+    total = float(re.search(r"^koi_cluster_reconcile_seconds_sum (\S+)$", text, re.M).group(1))
+    count = float(re.search(r"^koi_cluster_reconcile_seconds_count (\S+)$", text, re.M).group(1))
+    return total, count
+
+
+def bench_pending():
+    t0 = time.time()
+    for i in range(N):
+        body = json.dumps({"apiVersion": "koi/v1", "kind": "Job", "metadata": {"name": "p%d" % i},
+                           "spec": {"command": ["true"], "resources": {"cpu": 0.1, "memoryMiB": 16, "gpu": 9}}})
+        call("POST", "/apis/v1/namespaces/bench/jobs", body)
+    submit_s = time.time() - t0
+    time.sleep(3)  # the explanations of the new jobs are written
+    (s0, c0), cpu0, w0 = rounds(), cpu_seconds(proc.pid), time.time()
+    time.sleep(10)
+    (s1, c1), cpu1, w1 = rounds(), cpu_seconds(proc.pid), time.time()
+    print(json.dumps({"pending": N, "submissions_per_s": round(N / submit_s, 1), "rounds_per_s": round((c1 - c0) / (w1 - w0), 2),
+                      "ms_per_round": round(1000 * (s1 - s0) / max(1, c1 - c0), 1),
+                      "control_plane_cpu_share": round((cpu1 - cpu0) / (w1 - w0), 3)}))
+
+
 submitted = [0]
 try:
+    if PENDING:
+        bench_pending()
+        sys.exit(0)
     latencies = []
     threading.Thread(target=reader, daemon=True).start()
     t0 = time.time()
@@ -115,6 +153,11 @@ try:
         "completions_per_s_end_to_end": round(N / (t_done - t0), 1),
         "wall_s": round(t_done - t0, 1),
     }))
+    # Published figures (issue 14), not measured here: Kueue about 43 admissions/s, Slurm about 500 jobs/s.
+    if len(admitted) > 1:
+        rate = (len(admitted) - 1) / (admitted[-1] - admitted[0])
+        print("admissions/s vs Kueue's published ~43: %.2fx; completions/s vs Slurm's published ~500 jobs/s: %.2fx"
+              % (rate / 43, N / (t_done - t0) / 500))
 finally:
     stop.set()
     proc.terminate()
