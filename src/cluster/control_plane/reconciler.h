@@ -1,5 +1,6 @@
 // Reconciler: the control loop that makes the cluster match the store. One round:
-//   1. reads every active job from the store;
+//   1. reads every active job: its own copy of them (jobs_), with the bodies re-read from the
+//      store only where the resourceVersion changed (another writer: a submit, a cancel);
 //   2. watches running ones through the executor: exits, lost replicas, maxRuntime, hangs
 //      (no growth of the replica logs nor of <checkpointDir>/metrics.jsonl for
 //      hangTimeoutSeconds), cancels (metadata.deletionTimestamp, set by the API);
