@@ -63,7 +63,7 @@ def sha256(path):
 
 
 def run(cp):
-    recipe = tiny_recipe(cp.root, 300, interval=100)
+    recipe = tiny_recipe(cp.root, 1500, interval=500)
     valid = write(cp.root, "valid.txt", open(os.path.join(cp.root, "corpus.txt")).read()[:4000])
 
     # The good pipeline; the control plane is killed once its training step runs, and restarted.
@@ -77,7 +77,7 @@ def run(cp):
     check(p["status"]["phase"] == "Succeeded", json.dumps(p["status"]))
     steps = {s["name"]: s for s in p["status"]["steps"]}
     check(steps["eval"]["metrics"]["perplexity"] > 1 and "tokens" in steps["eval"]["metrics"], str(steps["eval"]))
-    check(steps["train"]["metrics"]["step"] == 300, str(steps["train"]))
+    check(steps["train"]["metrics"]["step"] == 1500, str(steps["train"]))
     check(steps["register"]["version"] == 1 and steps["promote"]["version"] == 1, str(steps))
     jobs = {j["metadata"]["name"]: j for j in cp.koi_json(A, "job", "list")["items"]}
     for j in ("good-train", "good-export", "good-eval"):
@@ -95,7 +95,7 @@ def run(cp):
     check(v1["artifact"]["sizeBytes"] == os.path.getsize(gguf), "size")
     lineage = v1["lineage"]
     check(lineage["job"] == "good-train" and lineage["jobUid"] == jobs["good-train"]["metadata"]["uid"], json.dumps(lineage))
-    check(lineage["step"] == 300 and lineage["checkpoint"].endswith("ckpt-00000300"), json.dumps(lineage))
+    check(lineage["step"] == 1500 and lineage["checkpoint"].endswith("ckpt-00001500"), json.dumps(lineage))
     check(lineage["config"] == recipe and lineage["configSha256"] == sha256(recipe), json.dumps(lineage))
     check(lineage["data"]["text"] == os.path.join(cp.root, "corpus.txt") and lineage["evalJob"] == "good-eval", json.dumps(lineage))
     check(lineage["pipeline"]["name"] == "good" and lineage["pipeline"]["step"] == "register", json.dumps(lineage))
@@ -148,7 +148,7 @@ spec:
     t_between = time.time()
     time.sleep(1.1)
     v2 = cp.koi_json(A, "model", "describe", "tiny")["versions"][1]["spec"]
-    check(v2["artifact"]["format"] == "koi" and v2["lineage"]["step"] == 300 and v2["metrics"]["step"] == 300, json.dumps(v2))
+    check(v2["artifact"]["format"] == "koi" and v2["lineage"]["step"] == 1500 and v2["metrics"]["step"] == 1500, json.dumps(v2))
     rv = cp.koi_json(A, "model", "describe", "tiny")["model"]["metadata"]["resourceVersion"]
     r = cp.koi(A, "model", "alias", "tiny", "production", "2", "--resource-version", str(int(rv) - 1), expect_ok=False)
     check(r.returncode != 0 and "conflict: model tiny is at resourceVersion" in r.stderr, r.stderr)

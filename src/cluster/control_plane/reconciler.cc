@@ -123,6 +123,10 @@ Result<std::vector<JobObject>> Reconciler::active_jobs() {
       KOI_ASSIGN_OR_RETURN(std::optional<JobObject> job, store_.get_job(v.ns, v.name));
       if (job && !is_terminal(job->status.phase)) out.push_back(std::move(*job));
     }
+    // list_jobs' order: submission order (plan()'s FIFO ties are broken by it).
+    std::stable_sort(out.begin(), out.end(), [](const JobObject& a, const JobObject& b) {
+      return a.metadata.creation_time < b.metadata.creation_time;
+    });
   }
   jobs_.clear();
   stale_.clear();

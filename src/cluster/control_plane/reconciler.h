@@ -115,7 +115,7 @@ class Reconciler {
  private:
   struct Work;  // one round's view of one job
   Status commit(JobObject& job, std::vector<Event> events);
-  // The active jobs, in the store's order: those unchanged since this thread last read or
+  // The active jobs, in list_jobs' order (submission): those unchanged since this thread last read or
   // wrote them come from jobs_, the rest from the store (one list when many changed).
   Result<std::vector<JobObject>> active_jobs();
   void keep_jobs(std::vector<JobObject>& jobs);  // back into jobs_ at a round's end

@@ -76,8 +76,8 @@ class StateStore {
   Result<std::optional<JobObject>> get_job(const std::string& ns, const std::string& name);
   // ns "" = all namespaces; active_only: not Succeeded/Failed/Cancelled.
   Result<std::vector<JobObject>> list_jobs(const std::string& ns, bool active_only);
-  // (namespace, name, resourceVersion) of every active job, in resourceVersion order (the
-  // order of list_jobs): what changed since a read, without reading the bodies.
+  // (namespace, name, resourceVersion) of every active job, in resourceVersion order: what
+  // changed since a read, without reading the bodies.
   struct Version {
     std::string ns, name;
     int64_t resource_version = 0;
