@@ -167,14 +167,25 @@ void PipelineController::cancel(Round& r) {
   bool stopping = false;
   for (size_t i = 0; i < r.p.spec.steps.size(); ++i) {
     StepStatus& st = r.st(i);
-    if (st.phase == StepPhase::kPending) r.set_step(i, StepPhase::kCancelled, "not run: the pipeline was cancelled");
-    if (st.phase != StepPhase::kRunning) continue;
-    if (r.step(i).kind != StepKind::kJob) continue;
+    // A pending job step may have submitted its Job in a round whose pipeline write was lost
+    // (to this very cancel): a Job of its name that carries this pipeline's uid is stopped too.
+    if (st.phase != StepPhase::kPending && st.phase != StepPhase::kRunning) continue;
+    if (r.step(i).kind != StepKind::kJob) {
+      if (st.phase == StepPhase::kPending) r.set_step(i, StepPhase::kCancelled, "not run: the pipeline was cancelled");
+      continue;
+    }
     auto job = store_.get_job(r.p.metadata.ns, st.job);
     if (!job.ok()) {
       stopping = true;
       continue;
     }
+    const bool ours = *job && (*job)->metadata.labels.count("pipelineUid") &&
+                      (*job)->metadata.labels.at("pipelineUid") == r.p.metadata.uid;
+    if (st.phase == StepPhase::kPending && (!ours || is_terminal((*job)->status.phase))) {
+      r.set_step(i, StepPhase::kCancelled, "not run: the pipeline was cancelled");
+      continue;
+    }
+    if (st.phase == StepPhase::kPending) r.set_step(i, StepPhase::kRunning, "job " + st.job + " found; cancelling it");
     if (!*job || is_terminal((*job)->status.phase)) {
       const std::string phase = *job ? std::string(phase_name((*job)->status.phase)) : "gone";
       r.set_step(i, *job && (*job)->status.phase == JobPhase::kSucceeded ? StepPhase::kSucceeded : StepPhase::kCancelled,
