@@ -2,8 +2,9 @@
 # REST API (tests/cluster_harness.py): tenants and quotas on a 4-GPU inventory, the restart
 # budget across a control-plane kill -9, a kill -9 while jobs run, and koi train jobs that
 # are killed or preempted and resume bit-identically, a job past its memory limit (OOMKilled),
-# and a 2-replica koi train job run as 2 MPI ranks.
-foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi)
+# a 2-replica koi train job run as 2 MPI ranks, pipelines, and tenant isolation
+# with malformed specs for models and pipelines.
+foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi pipeline isolation)
   add_test(NAME cluster_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_${t}.py)
   set_tests_properties(cluster_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"

@@ -1,5 +1,7 @@
 #include "cli/cluster_cli.h"
 
+#include "cli/command.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -60,6 +62,39 @@ Result<std::string> cluster_namespace(cluster::ApiClient& client, const ClusterF
   const std::string ns(who.at("namespace").as_string());
   if (ns.empty()) return Status::invalid_argument("an admin token has no namespace of its own: pass -n NAMESPACE");
   return ns;
+}
+
+bool cluster_connect(const ClusterFlags& f, std::optional<cluster::ApiClient>* client, std::string* ns, int* code) {
+  auto c = cluster_client(f);
+  if (!c.ok()) return *code = fail(c.status().message()), false;
+  client->emplace(*c);
+  auto n = cluster_namespace(**client, f);
+  if (!n.ok()) return *code = fail(n.status().message()), false;
+  *ns = *n;
+  return true;
+}
+
+std::string json_text(const json::value& v, std::initializer_list<const char*> path) {
+  const json::value* cur = &v;
+  for (const char* k : path) {
+    if (!cur->is_object()) return "";
+    cur = cur->as_object().if_contains(k);
+    if (!cur) return "";
+  }
+  if (cur->is_string()) return std::string(cur->as_string());
+  if (cur->is_int64()) return std::to_string(cur->as_int64());
+  if (cur->is_uint64()) return std::to_string(cur->as_uint64());
+  if (cur->is_double()) return fmt::format("{:g}", cur->as_double());
+  if (cur->is_bool()) return cur->as_bool() ? "true" : "false";
+  return "";
+}
+
+double json_number(const json::value& v, std::initializer_list<const char*> path) {
+  const json::value* cur = &v;
+  for (const char* k : path) {
+    if (!cur->is_object() || !(cur = cur->as_object().if_contains(k))) return 0;
+  }
+  return cur->is_number() ? cur->to_number<double>() : 0;
 }
 
 std::string yaml_of(const json::value& v) {

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <boost/json/value.hpp>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,14 @@ void add_cluster_flags(CLI::App* app, ClusterFlags* flags);
 Result<cluster::ApiClient> cluster_client(const ClusterFlags& flags);
 // The namespace to use: -n, else the token's own (GET /apis/v1/whoami).
 Result<std::string> cluster_namespace(cluster::ApiClient& client, const ClusterFlags& flags);
+
+// Opens the client and the namespace for the flags, or prints the error and sets *code (then
+// false), for commands that work in one namespace.
+bool cluster_connect(const ClusterFlags& flags, std::optional<cluster::ApiClient>* client, std::string* ns, int* code);
+
+// The value at `path` in an object as text ("" when absent; numbers as %g) or as a number (0).
+std::string json_text(const boost::json::value& v, std::initializer_list<const char*> path);
+double json_number(const boost::json::value& v, std::initializer_list<const char*> path);
 
 // Prints `v` as JSON or YAML when -o asks for it and returns true; false for "table".
 Result<bool> print_structured(const boost::json::value& v, const std::string& output);

@@ -25,39 +25,11 @@ struct JobFlags {
   int attempt = 0;
 };
 
-std::string str(const json::value& v, std::initializer_list<const char*> path) {
-  const json::value* cur = &v;
-  for (const char* k : path) {
-    if (!cur->is_object()) return "";
-    cur = cur->as_object().if_contains(k);
-    if (!cur) return "";
-  }
-  if (cur->is_string()) return std::string(cur->as_string());
-  if (cur->is_int64()) return std::to_string(cur->as_int64());
-  if (cur->is_double()) return fmt::format("{:g}", cur->as_double());
-  if (cur->is_bool()) return cur->as_bool() ? "true" : "false";
-  return "";
-}
-
-double num(const json::value& v, std::initializer_list<const char*> path) {
-  const json::value* cur = &v;
-  for (const char* k : path) {
-    if (!cur->is_object() || !(cur = cur->as_object().if_contains(k))) return 0;
-  }
-  return cur->is_number() ? cur->to_number<double>() : 0;
-}
-
 std::string jobs_path(const std::string& ns) { return "/apis/v1/namespaces/" + ns + "/jobs"; }
 
 // Opens the client and the namespace, or prints the error: returns false then.
 bool connect(const JobFlags& f, std::optional<cluster::ApiClient>* client, std::string* ns, int* code) {
-  auto c = cluster_client(f.cluster);
-  if (!c.ok()) return *code = fail(c.status().message()), false;
-  client->emplace(*c);
-  auto n = cluster_namespace(**client, f.cluster);
-  if (!n.ok()) return *code = fail(n.status().message()), false;
-  *ns = *n;
-  return true;
+  return cluster_connect(f.cluster, client, ns, code);
 }
 
 int run_submit(const JobFlags& f) {
@@ -71,8 +43,8 @@ int run_submit(const JobFlags& f) {
   auto job = client->call("POST", jobs_path(ns), *text);
   if (!job.ok()) return fail(f.file + ": " + job.status().message());
   auto printed = print_structured(*job, f.cluster.output);
-  if (!*printed) std::printf("job/%s submitted to %s (queue %s)\n", str(*job, {"metadata", "name"}).c_str(), ns.c_str(),
-                             str(*job, {"spec", "queue"}).c_str());
+  if (!*printed) std::printf("job/%s submitted to %s (queue %s)\n", json_text(*job, {"metadata", "name"}).c_str(), ns.c_str(),
+                             json_text(*job, {"spec", "queue"}).c_str());
   return 0;
 }
 
@@ -96,10 +68,10 @@ int run_list(const JobFlags& f) {
   std::vector<std::vector<std::string>> rows{{"NAME", "KIND", "PHASE", "QUEUE", "REPLICAS", "RESTARTS", "AGE", "MESSAGE"}};
   if (f.all_namespaces) rows[0].insert(rows[0].begin(), "NAMESPACE");
   for (const json::value& j : list->at("items").as_array()) {
-    rows.push_back({str(j, {"metadata", "name"}), str(j, {"spec", "kind"}), str(j, {"status", "phase"}),
-                    str(j, {"spec", "queue"}), str(j, {"spec", "replicas"}), str(j, {"status", "restarts"}),
-                    age_of(num(j, {"metadata", "creationTime"}), now), str(j, {"status", "message"})});
-    if (f.all_namespaces) rows.back().insert(rows.back().begin(), str(j, {"metadata", "namespace"}));
+    rows.push_back({json_text(j, {"metadata", "name"}), json_text(j, {"spec", "kind"}), json_text(j, {"status", "phase"}),
+                    json_text(j, {"spec", "queue"}), json_text(j, {"spec", "replicas"}), json_text(j, {"status", "restarts"}),
+                    age_of(json_number(j, {"metadata", "creationTime"}), now), json_text(j, {"status", "message"})});
+    if (f.all_namespaces) rows.back().insert(rows.back().begin(), json_text(j, {"metadata", "namespace"}));
   }
   print_table(rows);
   return 0;
@@ -120,40 +92,40 @@ int run_describe(const JobFlags& f) {
     return 0;
   }
   const json::value& j = *job;
-  std::printf("Name:         %s\n", str(j, {"metadata", "name"}).c_str());
-  std::printf("Namespace:    %s\n", str(j, {"metadata", "namespace"}).c_str());
-  std::printf("Kind:         %s\n", str(j, {"spec", "kind"}).c_str());
-  std::printf("Queue:        %s (priority %s, preemptible %s)\n", str(j, {"spec", "queue"}).c_str(),
-              str(j, {"spec", "priority"}).c_str(), str(j, {"spec", "preemptible"}).c_str());
-  std::printf("Replicas:     %s x {cpu %s, memoryMiB %s, gpu %s%s}\n", str(j, {"spec", "replicas"}).c_str(),
-              str(j, {"spec", "resources", "cpu"}).c_str(), str(j, {"spec", "resources", "memoryMiB"}).c_str(),
-              str(j, {"spec", "resources", "gpu"}).c_str(),
-              str(j, {"spec", "resources", "gpuType"}).empty() ? "" : (" " + str(j, {"spec", "resources", "gpuType"})).c_str());
-  std::printf("Phase:        %s\n", str(j, {"status", "phase"}).c_str());
-  std::printf("Reason:       %s\n", str(j, {"status", "reason"}).c_str());
-  std::printf("Message:      %s\n", str(j, {"status", "message"}).c_str());
-  std::printf("Restarts:     %s of %s (attempts %s, restarts not counted: %s)\n", str(j, {"status", "restarts"}).c_str(),
-              str(j, {"spec", "restartPolicy", "maxRestarts"}).c_str(), str(j, {"status", "attempts"}).c_str(),
-              str(j, {"status", "infraRestarts"}).c_str());
-  if (!str(j, {"status", "lastSignal"}).empty()) {
-    std::printf("Last exit:    signal %s\n", str(j, {"status", "lastSignal"}).c_str());
-  } else if (!str(j, {"status", "lastExitCode"}).empty()) {
-    std::printf("Last exit:    code %s\n", str(j, {"status", "lastExitCode"}).c_str());
+  std::printf("Name:         %s\n", json_text(j, {"metadata", "name"}).c_str());
+  std::printf("Namespace:    %s\n", json_text(j, {"metadata", "namespace"}).c_str());
+  std::printf("Kind:         %s\n", json_text(j, {"spec", "kind"}).c_str());
+  std::printf("Queue:        %s (priority %s, preemptible %s)\n", json_text(j, {"spec", "queue"}).c_str(),
+              json_text(j, {"spec", "priority"}).c_str(), json_text(j, {"spec", "preemptible"}).c_str());
+  std::printf("Replicas:     %s x {cpu %s, memoryMiB %s, gpu %s%s}\n", json_text(j, {"spec", "replicas"}).c_str(),
+              json_text(j, {"spec", "resources", "cpu"}).c_str(), json_text(j, {"spec", "resources", "memoryMiB"}).c_str(),
+              json_text(j, {"spec", "resources", "gpu"}).c_str(),
+              json_text(j, {"spec", "resources", "gpuType"}).empty() ? "" : (" " + json_text(j, {"spec", "resources", "gpuType"})).c_str());
+  std::printf("Phase:        %s\n", json_text(j, {"status", "phase"}).c_str());
+  std::printf("Reason:       %s\n", json_text(j, {"status", "reason"}).c_str());
+  std::printf("Message:      %s\n", json_text(j, {"status", "message"}).c_str());
+  std::printf("Restarts:     %s of %s (attempts %s, restarts not counted: %s)\n", json_text(j, {"status", "restarts"}).c_str(),
+              json_text(j, {"spec", "restartPolicy", "maxRestarts"}).c_str(), json_text(j, {"status", "attempts"}).c_str(),
+              json_text(j, {"status", "infraRestarts"}).c_str());
+  if (!json_text(j, {"status", "lastSignal"}).empty()) {
+    std::printf("Last exit:    signal %s\n", json_text(j, {"status", "lastSignal"}).c_str());
+  } else if (!json_text(j, {"status", "lastExitCode"}).empty()) {
+    std::printf("Last exit:    code %s\n", json_text(j, {"status", "lastExitCode"}).c_str());
   }
   if (const json::value* reps = j.at("status").as_object().if_contains("replicas"); reps && !reps->as_array().empty()) {
     std::printf("Running:\n");
     int i = 0;
     for (const json::value& r : reps->as_array()) {
-      std::printf("  %d  %s  node %s  gpus %s  %s\n", i++, str(r, {"id"}).c_str(), str(r, {"node"}).c_str(),
-                  json::serialize(r.at("gpus")).c_str(), str(r, {"dir"}).c_str());
+      std::printf("  %d  %s  node %s  gpus %s  %s\n", i++, json_text(r, {"id"}).c_str(), json_text(r, {"node"}).c_str(),
+                  json::serialize(r.at("gpus")).c_str(), json_text(r, {"dir"}).c_str());
     }
   }
-  const std::string tail = str(j, {"status", "logTail"});
+  const std::string tail = json_text(j, {"status", "logTail"});
   if (!tail.empty()) std::printf("Log tail:\n%s%s", tail.c_str(), tail.ends_with('\n') ? "" : "\n");
   std::printf("Events:\n");
   std::vector<std::vector<std::string>> rows{{"  TIME", "TYPE", "REASON", "MESSAGE"}};
   for (const json::value& e : events->at("items").as_array()) {
-    rows.push_back({"  " + str(e, {"time"}), str(e, {"type"}), str(e, {"reason"}), str(e, {"message"})});
+    rows.push_back({"  " + json_text(e, {"time"}), json_text(e, {"type"}), json_text(e, {"reason"}), json_text(e, {"message"})});
   }
   print_table(rows);
   return 0;
@@ -169,7 +141,7 @@ int run_events(const JobFlags& f) {
   if (*print_structured(*events, f.cluster.output)) return 0;
   std::vector<std::vector<std::string>> rows{{"TIME", "TYPE", "REASON", "MESSAGE"}};
   for (const json::value& e : events->at("items").as_array()) {
-    rows.push_back({str(e, {"time"}), str(e, {"type"}), str(e, {"reason"}), str(e, {"message"})});
+    rows.push_back({json_text(e, {"time"}), json_text(e, {"type"}), json_text(e, {"reason"}), json_text(e, {"message"})});
   }
   print_table(rows);
   return 0;
@@ -203,7 +175,7 @@ int run_cancel(const JobFlags& f) {
   auto job = client->call("DELETE", jobs_path(ns) + "/" + f.name);
   if (!job.ok()) return fail(job.status().message());
   if (*print_structured(*job, f.cluster.output)) return 0;
-  const std::string phase = str(*job, {"status", "phase"});
+  const std::string phase = json_text(*job, {"status", "phase"});
   if (phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") {
     std::printf("job/%s already ended (%s)\n", f.name.c_str(), phase.c_str());
   } else {

@@ -9,6 +9,11 @@
 #include "cluster/control_plane/deployment_api.h"
 #include "cluster/control_plane/deployment_controller.h"
 #include "cluster/control_plane/local_executor.h"
+#include "cluster/control_plane/model_api.h"
+#include "cluster/control_plane/model_register.h"
+#include "cluster/control_plane/pipeline_api.h"
+#include "cluster/control_plane/pipeline_controller.h"
+#include "cluster/control_plane/pipeline_deploy.h"
 #include "cluster/control_plane/reconciler.h"
 #include "cluster/control_plane/slurm_executor.h"
 #include "cluster/control_plane/state_store.h"
@@ -23,6 +28,8 @@ struct ControlPlane::Impl {
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<DeploymentController> deployments;
+  std::unique_ptr<ModelRegistry> models;
+  std::unique_ptr<PipelineController> pipelines;
   std::unique_ptr<ApiServer> api;
   std::unique_ptr<net::Server> server;
   int port = 0;
@@ -69,6 +76,15 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   impl->api = std::make_unique<ApiServer>(*impl->store, *impl->reconciler, *impl->executor, impl->registry,
                                           std::move(tokens), work_dir);
   add_deployment_routes(*impl->api, *impl->store, *impl->reconciler, !impl->config.gateway.admin_url.empty());
+  impl->models = std::make_unique<ModelRegistry>(*impl->store, *impl->executor, work_dir);
+  impl->api->add_resource("models", models_resource(*impl->models, *impl->store));
+  impl->api->add_resource("modelversions", modelversions_resource(*impl->store));
+  impl->pipelines = std::make_unique<PipelineController>(*impl->store, *impl->models, *impl->executor,
+                                                         *impl->reconciler, work_dir);
+  impl->pipelines->set_deploy_step(make_deploy_step(*impl->store, *impl->reconciler));
+  const PipelineContext pipeline_context{work_dir, o.koi_binary, impl->pipelines->deploy_available()};
+  impl->api->add_resource("pipelines", pipelines_resource(*impl->store, *impl->reconciler, pipeline_context));
+  impl->reconciler->add_controller(impl->pipelines.get());
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;

@@ -221,7 +221,7 @@ Status apply_deployment(StateStore& store, const Cluster& cluster, const std::st
   probe.metadata.ns = ns;
   probe.spec.queue = d.spec.queue;
   probe.spec.resources = d.spec.resources;
-  KOI_RETURN_IF_ERROR(check_job_placement(cluster, &probe));
+  KOI_RETURN_IF_ERROR(check_job_for_cluster(cluster, &probe));
   d.spec.queue = probe.spec.queue;
   d.spec_json["queue"] = d.spec.queue;
   // The controller writes the status often: a conflict with it is retried on a fresh read.

@@ -39,7 +39,7 @@ Status check_gpu_type(const Cluster& cluster, const JobObject& job) {
 
 }  // namespace
 
-Status check_job_placement(const Cluster& cluster, JobObject* job) {
+Status check_job_for_cluster(const Cluster& cluster, JobObject* job) {
   KOI_RETURN_IF_ERROR(resolve_queue(cluster, job));
   return check_gpu_type(cluster, *job);
 }
@@ -54,7 +54,7 @@ Status cancel_job(StateStore& store, JobObject* job, const std::string& by) {
 }
 
 Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by) {
-  KOI_RETURN_IF_ERROR(check_job_placement(cluster, job));
+  KOI_RETURN_IF_ERROR(check_job_for_cluster(cluster, job));
   Event e;
   e.ns = job->metadata.ns, e.name = job->metadata.name, e.time = wall_seconds(), e.reason = "Submitted";
   e.message = fmt::format("{} job, {} replica(s), queue {}, submitted by {}", job_kind_name(job->spec.kind),

@@ -17,9 +17,9 @@ namespace koi::cluster {
 
 Status submit_job(StateStore& store, const Cluster& cluster, JobObject* job, const std::string& by);
 
-// What submit_job checks against the cluster (the queue, filled in when empty, and the GPU
-// type), for a kind that makes jobs later (a Deployment's replicas) to refuse a bad spec now.
-Status check_job_placement(const Cluster& cluster, JobObject* job);
+// The cluster checks of submit_job() alone (the queue filled in): a Pipeline's job steps are
+// checked at its submit, long before their jobs exist.
+Status check_job_for_cluster(const Cluster& cluster, JobObject* job);
 
 // Requests a job's cancel (metadata.deletionTimestamp, with a "CancelRequested" event naming
 // `by`); the reconciler stops it. A job already ended or being cancelled is left as it is.

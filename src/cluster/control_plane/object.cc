@@ -62,7 +62,9 @@ void parse_gpus(YamlReader& res, JobResources* r) {
   if (!r->gpu_type.empty() && r->gpu == 0) res.fail(res.field("gpuType"), "is set but resources.gpu is 0");
 }
 
-void parse_spec(YamlReader& spec, JobSpec* s) {
+}  // namespace
+
+void parse_job_spec(YamlReader& spec, JobSpec* s) {
   const std::string kind = spec.str("kind", "command");
   bool known_kind = false;
   for (int i = 0; i < 4; ++i) {
@@ -127,6 +129,8 @@ void parse_spec(YamlReader& spec, JobSpec* s) {
   s->hang_timeout_seconds = spec.number("hangTimeoutSeconds", 0, 1e7).value_or(0);
   s->termination_grace_seconds = spec.number("terminationGracePeriodSeconds", 0, 3600).value_or(30);
 }
+
+namespace {
 
 // JSON helpers that tolerate absent fields (the store's own records).
 const json::value* find(const json::object& o, std::string_view k) { return o.if_contains(k); }
@@ -268,7 +272,7 @@ Result<JobObject> parse_job_manifest(const std::string& text, const std::string&
   job.metadata.labels = meta.string_map("labels");
   if (!top.has("spec")) top.fail("spec", "is required");
   YamlReader spec = top.child("spec");
-  parse_spec(spec, &job.spec);
+  parse_job_spec(spec, &job.spec);
   KOI_RETURN_IF_ERROR(top.finish());
   return job;
 }

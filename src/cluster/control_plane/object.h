@@ -140,6 +140,10 @@ class YamlReader;
 void parse_job_resources(YamlReader& res, JobResources* r);
 boost::json::object job_resources_json(const JobResources& r);
 
+// Reads and checks a Job's spec (errors go to the reader, naming the field); a Pipeline's job
+// steps embed the same spec.
+void parse_job_spec(YamlReader& spec, JobSpec* s);
+
 // Parses and validates a Job manifest (YAML or JSON). `ns` is the namespace of the request:
 // a manifest naming another one is refused.
 Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns);

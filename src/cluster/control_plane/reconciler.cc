@@ -84,6 +84,7 @@ void Reconciler::transition(JobObject& job, JobPhase phase, const std::string& r
 
 Status Reconciler::commit(JobObject& job, std::vector<Event> events) {
   Status s = store_.update_job(&job, events);
+  if (!s.ok()) stale_.insert(job_key(job));
   if (s.code() != StatusCode::kFailedPrecondition) return s;
   // The API changed the object meanwhile (only metadata: a cancel, labels). Status is ours
   // alone: take the fresh metadata and spec, keep the status computed here, write again.
@@ -91,13 +92,59 @@ Status Reconciler::commit(JobObject& job, std::vector<Event> events) {
   if (!fresh) return Status::not_found("job " + job_key(job) + " disappeared");
   fresh->status = job.status;
   job = std::move(*fresh);
-  return store_.update_job(&job, events);
+  s = store_.update_job(&job, events);
+  if (s.ok()) stale_.erase(job_key(job));
+  return s;
 }
 
-std::string Reconciler::checkpoint_dir(const JobObject& job) const {
-  if (!job.spec.checkpoint_dir.empty()) return job.spec.checkpoint_dir;
-  return path_join(path_join(path_join(options_.work_dir, job.metadata.ns), job.metadata.name), "checkpoints");
+Result<std::vector<JobObject>> Reconciler::active_jobs() {
+  KOI_ASSIGN_OR_RETURN(std::vector<StateStore::Version> versions, store_.active_job_versions());
+  const auto fresh = [&](const StateStore::Version& v, std::map<std::string, JobObject>::iterator* it) {
+    const std::string key = v.ns + "/" + v.name;
+    *it = jobs_.find(key);
+    return *it != jobs_.end() && (*it)->second.metadata.resource_version == v.resource_version && !stale_.count(key);
+  };
+  size_t changed = 0;
+  for (const StateStore::Version& v : versions) {
+    std::map<std::string, JobObject>::iterator it;
+    changed += !fresh(v, &it);
+  }
+  std::vector<JobObject> out;
+  if (changed > versions.size() / 4 + 16) {
+    KOI_ASSIGN_OR_RETURN(out, store_.list_jobs("", true));  // many changed (a start, a burst of submits): one read
+  } else {
+    out.reserve(versions.size());
+    for (const StateStore::Version& v : versions) {
+      std::map<std::string, JobObject>::iterator it;
+      if (fresh(v, &it)) {
+        out.push_back(std::move(it->second));
+        continue;
+      }
+      KOI_ASSIGN_OR_RETURN(std::optional<JobObject> job, store_.get_job(v.ns, v.name));
+      if (job && !is_terminal(job->status.phase)) out.push_back(std::move(*job));
+    }
+    // list_jobs' order: submission order (plan()'s FIFO ties are broken by it).
+    std::stable_sort(out.begin(), out.end(), [](const JobObject& a, const JobObject& b) {
+      return a.metadata.creation_time < b.metadata.creation_time;
+    });
+  }
+  jobs_.clear();
+  stale_.clear();
+  return out;
 }
+
+void Reconciler::keep_jobs(std::vector<JobObject>& jobs) {
+  for (JobObject& job : jobs) {
+    if (!is_terminal(job.status.phase)) jobs_[job_key(job)] = std::move(job);
+  }
+}
+
+std::string job_checkpoint_dir(const std::string& work_dir, const JobObject& job) {
+  if (!job.spec.checkpoint_dir.empty()) return job.spec.checkpoint_dir;
+  return path_join(path_join(path_join(work_dir, job.metadata.ns), job.metadata.name), "checkpoints");
+}
+
+std::string Reconciler::checkpoint_dir(const JobObject& job) const { return job_checkpoint_dir(options_.work_dir, job); }
 
 std::string replica_dir(const std::string& work_dir, const std::string& ns, const std::string& name, int attempt,
                         int replica) {
@@ -576,14 +623,15 @@ void Reconciler::refresh_inventory(double now) {
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
   refresh_inventory(now);
-  KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, store_.list_jobs("", true));
+  KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, active_jobs());
 
   // Watch running work; stop what must stop; heal what stopped.
   for (JobObject& job : jobs) {
-    std::vector<Event> events;
-    const std::string before = job_json_text(job);
     JobStatus& st = job.status;
     const bool cancel = !job.metadata.deletion_timestamp.empty();
+    if (!cancel && st.phase != JobPhase::kRunning) continue;  // nothing to watch: no copy to compare
+    std::vector<Event> events;
+    const std::string before = job_json_text(job);
     if (cancel && pending_like(st.phase)) {
       transition(job, JobPhase::kCancelled, "Cancelled", "cancelled before it started", now, events);
     } else if (st.phase == JobPhase::kRunning) {
@@ -696,6 +744,7 @@ Status Reconciler::reconcile_once(double now) {
   for (Controller* c : controllers_) {
     if (Status s = c->reconcile(now); !s.ok()) log::warn("reconcile {}: {}", c->name(), s.message());
   }
+  keep_jobs(jobs);
   registry_.observe("koi_cluster_reconcile_seconds", {},
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return ok_status();

@@ -1,5 +1,6 @@
 // Reconciler: the control loop that makes the cluster match the store. One round:
-//   1. reads every active job from the store;
+//   1. reads every active job: its own copy of them (jobs_), with the bodies re-read from the
+//      store only where the resourceVersion changed (another writer: a submit, a cancel);
 //   2. watches running ones through the executor: exits, lost replicas, maxRuntime, hangs
 //      (no growth of the replica logs nor of <checkpointDir>/metrics.jsonl for
 //      hangTimeoutSeconds), cancels (metadata.deletionTimestamp, set by the API);
@@ -84,6 +85,8 @@ struct QueueUsage {
 // <work_dir>/<ns>/<name>/<attempt>/<replica>: a replica's working directory and log.
 std::string replica_dir(const std::string& work_dir, const std::string& ns, const std::string& name, int attempt,
                         int replica);
+// A job's run directory: spec.checkpointDir, else <work_dir>/<ns>/<name>/checkpoints.
+std::string job_checkpoint_dir(const std::string& work_dir, const JobObject& job);
 
 class Reconciler {
  public:
@@ -115,6 +118,10 @@ class Reconciler {
  private:
   struct Work;  // one round's view of one job
   Status commit(JobObject& job, std::vector<Event> events);
+  // The active jobs, in list_jobs' order (submission): those unchanged since this thread last read or
+  // wrote them come from jobs_, the rest from the store (one list when many changed).
+  Result<std::vector<JobObject>> active_jobs();
+  void keep_jobs(std::vector<JobObject>& jobs);  // back into jobs_ at a round's end
   void event(std::vector<Event>& events, const JobObject& job, const std::string& type, const std::string& reason,
              const std::string& message, double now);
   void transition(JobObject& job, JobPhase phase, const std::string& reason, const std::string& message, double now,
@@ -154,6 +161,11 @@ class Reconciler {
   std::shared_ptr<const Cluster> published_;  // guarded by mu_
   bool cluster_changed_ = false;              // guarded by mu_: published_ is newer than cluster_
   std::vector<Controller*> controllers_;
+  // The reconciler thread's copy of the active jobs as last read or committed (key ns/name),
+  // so a round reads the bodies only of jobs another writer changed; stale_ holds the keys
+  // whose last commit failed (the copy may differ from the store).
+  std::map<std::string, JobObject> jobs_;
+  std::set<std::string> stale_;
   std::thread thread_;
 };
 

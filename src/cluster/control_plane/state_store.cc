@@ -174,6 +174,17 @@ Result<std::vector<std::string>> StateStore::bodies(const std::string& kind, con
   return out;
 }
 
+Result<std::vector<StateStore::Version>> StateStore::active_job_versions() {
+  KOI_ASSIGN_OR_RETURN(auto rows, db_->query("list job versions",
+                                             "SELECT namespace, name, resource_version FROM cluster_objects WHERE kind = "
+                                             "'Job' AND phase NOT IN ('Succeeded', 'Failed', 'Cancelled') ORDER BY "
+                                             "resource_version"));
+  std::vector<Version> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back({r.text(0), r.text(1), r.int64(2)});
+  return out;
+}
+
 Status StateStore::create_job(JobObject* job, const std::vector<Event>& events) {
   return insert_object("Job", &job->metadata, std::string(phase_name(job->status.phase)),
                        [&] { return job_json_text(*job); }, events);

@@ -76,6 +76,13 @@ class StateStore {
   Result<std::optional<JobObject>> get_job(const std::string& ns, const std::string& name);
   // ns "" = all namespaces; active_only: not Succeeded/Failed/Cancelled.
   Result<std::vector<JobObject>> list_jobs(const std::string& ns, bool active_only);
+  // (namespace, name, resourceVersion) of every active job, in resourceVersion order: what
+  // changed since a read, without reading the bodies.
+  struct Version {
+    std::string ns, name;
+    int64_t resource_version = 0;
+  };
+  Result<std::vector<Version>> active_job_versions();
   Result<std::vector<Event>> events(const std::string& kind, const std::string& ns, const std::string& name);
   // Changes after `after`, at most `limit`; ns "" = every namespace.
   Result<std::vector<Change>> changes(int64_t after, const std::string& ns, int limit);

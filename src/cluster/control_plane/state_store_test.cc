@@ -127,6 +127,29 @@ TEST_P(StateStoreTest, ListsActiveJobsInSubmissionOrderAndSurvivesReopen) {
   EXPECT_EQ(*store_->current_version(), 4);
 }
 
+TEST_P(StateStoreTest, ActiveJobVersionsFollowEveryWrite) {
+  for (const char* n : {"c", "a", "b"}) {
+    JobObject j = job(n);
+    ASSERT_TRUE(store_->create_job(&j, {}).ok());
+  }
+  JobObject c = **store_->get_job("alpha", "c");
+  c.metadata.deletion_timestamp = "2026-12-01T00:00:00Z";  // a cancel: a new resourceVersion
+  ASSERT_TRUE(store_->update_job(&c, {}).ok());
+  JobObject a = **store_->get_job("alpha", "a");
+  a.status.phase = JobPhase::kFailed;  // no longer active
+  ASSERT_TRUE(store_->update_job(&a, {}).ok());
+  auto versions = store_->active_job_versions();
+  ASSERT_TRUE(versions.ok()) << versions.status().message();
+  ASSERT_EQ(versions->size(), 2u);  // in resourceVersion order
+  EXPECT_EQ((*versions)[0].name, "b");
+  EXPECT_EQ((*versions)[1].name, "c");
+  EXPECT_EQ((*versions)[1].ns, "alpha");
+  EXPECT_EQ((*versions)[1].resource_version, c.metadata.resource_version);
+  auto listed = store_->list_jobs("", true);  // in submission order
+  EXPECT_EQ((*listed)[0].metadata.name, "c");
+  EXPECT_EQ((*listed)[0].metadata.resource_version, (*versions)[1].resource_version);
+}
+
 // The PostgreSQL cases exist only when a server is named (cluster_store_postgres runs them
 // against a real one), so the unit tier neither skips nor fakes them.
 std::vector<store::Backend> backends() {

@@ -173,6 +173,8 @@ std::vector<YamlReader> YamlReader::children(const char* key) {
   return out;
 }
 
+YAML::Node YamlReader::raw(const char* key) { return get(key).value_or(YAML::Node()); }
+
 std::vector<std::string> YamlReader::keys() const {
   std::vector<std::string> out;
   for (const auto& kv : node_) out.push_back(kv.first.Scalar());

@@ -37,6 +37,8 @@ class YamlReader {
   // Nested map (an empty map when absent) and list of maps.
   YamlReader child(const char* key);
   std::vector<YamlReader> children(const char* key);
+  // The value as written, marked read: a part another parser reads (a Pipeline's deploy step).
+  YAML::Node raw(const char* key);
   // The map's keys, for maps keyed by user names (quota: {gpu: ..., cpu: ...}).
   std::vector<std::string> keys() const;
 
