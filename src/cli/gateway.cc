@@ -47,6 +47,7 @@ int run_gateway(const ServeOptions& o) {
   auto gateway = gw::Gateway::start(*config, std::move(*store), threads);
   if (!gateway.ok()) return fail(gateway.status().message());
   std::printf("listening on http://%s:%d\n", config->host.c_str(), (*gateway)->port());
+  if ((*gateway)->grpc_port()) std::printf("grpc on %s:%d\n", config->grpc_host.c_str(), (*gateway)->grpc_port());
   if ((*gateway)->admin_port()) std::printf("admin on http://%s:%d\n", config->admin_host.c_str(), (*gateway)->admin_port());
   std::fflush(stdout);
   int sig = 0;
