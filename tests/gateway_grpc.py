@@ -1,0 +1,154 @@
+"""The gateway's gRPC API (proto/koi/v1/inference.proto) against a real `koi serve` of
+stories260K, with Debian's python3-grpcio as the client and message classes protoc
+generates here from the tree's .proto. Checks: Complete streams the same text as the REST
+answer to the same greedy request, and its first message arrives while the request is still
+running (before the gateway has metered it, which it does only after the last token); the
+usage in the last message and the ledger rows equal REST's; ListModels and Health; and the
+status codes: UNAUTHENTICATED (no key, wrong key), INVALID_ARGUMENT (no model, bad
+max_tokens), NOT_FOUND (unknown model), RESOURCE_EXHAUSTED (over the tenant's rpm),
+CANCELLED by the client (recorded 499) and UNAVAILABLE (the only replica dead)."""
+from gateway_harness import *
+import grpc
+
+SRC = os.environ.get("KOI_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+PROMPT = "Once upon a time"
+
+
+def stubs(out_dir):
+    """Generates and imports koi/v1/inference_pb2 from the tree's .proto."""
+    subprocess.run(["protoc", "-I", os.path.join(SRC, "proto"), "--python_out=" + out_dir,
+                    os.path.join(SRC, "proto/koi/v1/inference.proto")], check=True)
+    sys.path.insert(0, out_dir)
+    from koi.v1 import inference_pb2
+    return inference_pb2
+
+
+def main():
+    env = Env()
+    try:
+        pb = stubs(env.dir)
+        store = os.path.join(env.dir, "usage.db")
+        rep = env.replica("r1")
+        tenants = "  - {name: tight, rpm: 1}\n"
+        gw = env.gateway(config({"v1": (100, [rep.url])}, store, tenants=tenants, extra="grpc_listen: 127.0.0.1:0\n"))
+        check(gw.grpc is not None, "the gateway prints 'grpc on HOST:PORT' with grpc_listen set")
+        key, tight = new_key(gw), new_key(gw, "tight")
+        ch = grpc.insecure_channel(gw.grpc)
+        grpc.channel_ready_future(ch).result(timeout=10)
+        complete = ch.unary_stream("/koi.v1.Inference/Complete", request_serializer=pb.CompleteRequest.SerializeToString,
+                                   response_deserializer=pb.CompleteChunk.FromString)
+        list_models = ch.unary_unary("/koi.v1.Inference/ListModels", request_serializer=pb.ListModelsRequest.SerializeToString,
+                                     response_deserializer=pb.ListModelsResponse.FromString)
+        health = ch.unary_unary("/koi.v1.Inference/Health", request_serializer=pb.HealthRequest.SerializeToString,
+                                response_deserializer=pb.HealthResponse.FromString)
+        auth = lambda k: (("authorization", "Bearer " + k),)
+
+        def req(**kw):
+            kw.setdefault("model", "stories")
+            kw.setdefault("prompt", PROMPT)
+            return pb.CompleteRequest(**kw)
+
+        def code_of(request, k):
+            try:
+                for _ in complete(request, metadata=auth(k), timeout=30):
+                    pass
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+
+        check(health(pb.HealthRequest(), timeout=10).status == "ok", "Health answers ok")
+        check(list(list_models(pb.ListModelsRequest(), metadata=auth(key), timeout=10).models) == ["stories"],
+              "ListModels lists the tenant's models")
+        try:
+            list_models(pb.ListModelsRequest(), metadata=auth("koi-wrong"), timeout=10)
+            fail("ListModels with a wrong key succeeded")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"ListModels with a wrong key: UNAUTHENTICATED ({e.code()})")
+
+        # The same greedy request over REST and gRPC: same text, same usage, same ledger rows.
+        n = 48
+        status, text, _ = call(gw.url + "/v1/completions", {"model": "stories", "prompt": PROMPT, "max_tokens": n, "temperature": 0},
+                               key, headers={"x-request-id": "rest-1"})
+        check(status == 200, f"REST completion: {status}")
+        rest = json.loads(text)
+        chunks = list(complete(req(max_tokens=n, temperature=0.0, request_id="grpc-1"), metadata=auth(key), timeout=30))
+        grpc_text = "".join(c.text for c in chunks)
+        check(len(chunks) > 2, f"Complete streamed {len(chunks)} messages")
+        check(grpc_text == rest["choices"][0]["text"], f"gRPC text equals REST's: {grpc_text!r}")
+        last = chunks[-1]
+        check(last.HasField("usage") and all(not c.HasField("usage") for c in chunks[:-1]), "usage comes in the last message only")
+        u = rest["usage"]
+        check((last.usage.prompt_tokens, last.usage.completion_tokens) == (u["prompt_tokens"], u["completion_tokens"]),
+              f"gRPC usage {last.usage.prompt_tokens}+{last.usage.completion_tokens} equals REST's {u['prompt_tokens']}+{u['completion_tokens']}")
+        check(any(c.finish_reason == rest["choices"][0]["finish_reason"] for c in chunks), "finish_reason as REST's")
+        time.sleep(0.3)  # the ledger writes in the background
+        rows = {r["request_id"]: r for r in ledger(store)}
+        a, b = rows.get("acme/rest-1"), rows.get("acme/grpc-1")
+        check(a is not None and b is not None, "both requests are in the usage ledger")
+        check((a["status"], a["prompt"], a["completion"]) == (b["status"], b["prompt"], b["completion"]) == (200, u["prompt_tokens"], u["completion_tokens"]),
+              f"the ledger meters gRPC as REST: {b} vs {a}")
+        check(a["replica"] == b["replica"] == rep.url, "both went to the replica")
+
+        # Streaming, for timing: a long generation's first message arrives while the request
+        # still runs — the gateway meters a request only after its last token, so its ledger
+        # row must not exist yet — and well before the last message.
+        t0 = time.time()
+        stream = complete(req(max_tokens=400, temperature=0.0, request_id="grpc-long"), metadata=auth(key), timeout=60)
+        first = next(stream)
+        t_first = time.time()
+        row_at_first = ledger_row(store, "acme/grpc-long")
+        rest_of = list(stream)
+        t_last = time.time()
+        print(f"long stream: first message {1e3 * (t_first - t0):.1f} ms, last {1e3 * (t_last - t0):.1f} ms, "
+              f"{1 + len(rest_of)} messages", flush=True)
+        check(row_at_first is None, "when the first message arrived the request was not yet metered (still generating)")
+        check(t_first - t0 < 0.5 * (t_last - t0), "the first message came in the first half of the stream's time")
+        check(rest_of[-1].usage.completion_tokens > 100, f"the long stream generated {rest_of[-1].usage.completion_tokens} tokens")
+        time.sleep(0.3)
+        long_row = ledger_row(store, "acme/grpc-long")
+        check(long_row and long_row["completion_tokens"] == rest_of[-1].usage.completion_tokens, "the long stream is metered with its tokens")
+
+        # Status codes.
+        code, _ = code_of(req(max_tokens=4), "koi-wrong")
+        check(code == grpc.StatusCode.UNAUTHENTICATED, f"a wrong key: UNAUTHENTICATED ({code})")
+        try:
+            for _ in complete(req(max_tokens=4), timeout=30):
+                pass
+            fail("Complete without a key succeeded")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"no key: UNAUTHENTICATED ({e.code()})")
+        code, details = code_of(pb.CompleteRequest(prompt=PROMPT, max_tokens=4), key)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and "model" in details, f"no model: INVALID_ARGUMENT naming it ({code}, {details!r})")
+        code, details = code_of(req(max_tokens=-3), key)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and "max_tokens" in details, f"max_tokens -3: INVALID_ARGUMENT ({code}, {details!r})")
+        code, details = code_of(req(model="nope", max_tokens=4), key)
+        check(code == grpc.StatusCode.NOT_FOUND, f"an unknown model: NOT_FOUND ({code}, {details!r})")
+        code, _ = code_of(req(max_tokens=4, request_id="tight-1"), tight)
+        check(code == grpc.StatusCode.OK, "the tight tenant's first request passes")
+        code, details = code_of(req(max_tokens=4, request_id="tight-2"), tight)
+        check(code == grpc.StatusCode.RESOURCE_EXHAUSTED, f"over rpm: RESOURCE_EXHAUSTED ({code}, {details!r})")
+
+        # A client that cancels mid-stream is a client gone: recorded 499.
+        stream = complete(req(max_tokens=400, temperature=0.0, request_id="grpc-cancel"), metadata=auth(key), timeout=60)
+        next(stream)
+        stream.cancel()
+        deadline = time.time() + 10
+        while time.time() < deadline and not ledger_row(store, "acme/grpc-cancel"):
+            time.sleep(0.1)
+        row = ledger_row(store, "acme/grpc-cancel")
+        check(row is not None and row["status"] == 499, f"a cancelled stream is recorded as 499 ({row})")
+        rows = {r["request_id"]: r for r in ledger(store)}
+        check(rows.get("tight/tight-2", {}).get("status") == 429, "the refused request is in the ledger as 429, as over REST")
+
+        rep.kill9()
+        time.sleep(0.5)
+        code, details = code_of(req(max_tokens=4), key)
+        check(code == grpc.StatusCode.UNAVAILABLE, f"the replica dead: UNAVAILABLE ({code}, {details!r})")
+        ch.close()
+        print("PASS", flush=True)
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
