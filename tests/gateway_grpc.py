@@ -6,8 +6,12 @@ running (before the gateway has metered it, which it does only after the last to
 usage in the last message and the ledger rows equal REST's; ListModels and Health; and the
 status codes: UNAUTHENTICATED (no key, wrong key), INVALID_ARGUMENT (no model, bad
 max_tokens), NOT_FOUND (unknown model), RESOURCE_EXHAUSTED (over the tenant's rpm),
-CANCELLED by the client (recorded 499) and UNAVAILABLE (the only replica dead)."""
+CANCELLED by the client (recorded 499) and UNAVAILABLE (the only replica dead). Then, as
+tests/gateway_streaming.py does for REST, a test upstream that sends chunk i+1 only after the
+gRPC client has received chunk i (5 s cap, which fails the test): a path that buffers cannot
+pass."""
 from gateway_harness import *
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import grpc
 
 SRC = os.environ.get("KOI_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -21,6 +25,95 @@ def stubs(out_dir):
     sys.path.insert(0, out_dir)
     from koi.v1 import inference_pb2
     return inference_pb2
+
+
+N_PACED, ACK_CAP_S = 6, 5.0
+acks = [threading.Event() for _ in range(N_PACED)]
+late = []
+
+
+class PacedUpstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = b'{"status":"ok"}'
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def chunk(self, ev):
+        data = f"data: {ev if isinstance(ev, str) else json.dumps(ev, separators=(',', ':'))}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_POST(self):
+        cut = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["prompt"] == "cut"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(N_PACED):
+            if cut and i == 2:  # the replica dies mid-stream
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            self.chunk({"id": "cmpl-paced", "object": "text_completion", "created": 1, "model": "stories",
+                        "choices": [{"index": 0, "text": f" tok{i}", "finish_reason": "length" if i == N_PACED - 1 else None}],
+                        "usage": {"prompt_tokens": 4, "completion_tokens": i + 1, "total_tokens": 5 + i}})
+            if i + 1 < N_PACED and not acks[i].wait(ACK_CAP_S):
+                late.append(i)
+        self.chunk({"id": "cmpl-paced", "object": "text_completion", "created": 1, "model": "stories", "choices": [],
+                    "usage": {"prompt_tokens": 4, "completion_tokens": N_PACED, "total_tokens": 4 + N_PACED}})
+        self.chunk("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def paced(env, pb):
+    """Each message reaches the gRPC client before the upstream produces the next one."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PacedUpstream)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    store = os.path.join(env.dir, "paced.db")
+    gw = env.gateway(config({"v1": (100, [f"http://127.0.0.1:{server.server_address[1]}"])}, store,
+                            extra="grpc_listen: 127.0.0.1:0\n"), name="gateway-paced")
+    key = new_key(gw)
+    time.sleep(0.5)  # a health probe marks the upstream healthy
+    with grpc.insecure_channel(gw.grpc) as ch:
+        complete = ch.unary_stream("/koi.v1.Inference/Complete", request_serializer=pb.CompleteRequest.SerializeToString,
+                                   response_deserializer=pb.CompleteChunk.FromString)
+        texts, usage = [], None
+        for c in complete(pb.CompleteRequest(model="stories", prompt="x", max_tokens=N_PACED, request_id="paced"),
+                          metadata=(("authorization", "Bearer " + key),), timeout=60):
+            if c.text:
+                texts.append(c.text)
+                acks[len(texts) - 1].set()
+            if c.HasField("usage"):
+                usage = c.usage
+        texts_before_cut = []
+        try:
+            for c in complete(pb.CompleteRequest(model="stories", prompt="cut", max_tokens=N_PACED, request_id="cut"),
+                              metadata=(("authorization", "Bearer " + key),), timeout=60):
+                texts_before_cut.append(c.text)
+            fail("a stream the replica broke off ended OK")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAVAILABLE, f"the replica broke off mid-stream: UNAVAILABLE ({e.code()}, {e.details()!r})")
+        check(texts_before_cut == [" tok0", " tok1"], f"the messages before the cut arrived: {texts_before_cut}")
+    server.shutdown()
+    time.sleep(0.3)
+    row = ledger_row(store, "acme/cut")
+    check(row and row["status"] == 502 and row["completion_tokens"] == 2, f"the cut stream is metered as 502 with 2 tokens: {row}")
+    check(not late, f"every message reached the gRPC client before the upstream sent the next (late: {late})")
+    check(texts == [f" tok{i}" for i in range(N_PACED)], f"the paced stream's text: {texts}")
+    check(usage is not None and usage.completion_tokens == N_PACED, f"the paced stream's usage: {usage}")
+    time.sleep(0.3)
+    row = ledger_row(store, "acme/paced")
+    check(row and row["status"] == 200 and row["completion_tokens"] == N_PACED, f"the paced stream is metered: {row}")
 
 
 def main():
@@ -145,6 +238,7 @@ def main():
         code, details = code_of(req(max_tokens=4), key)
         check(code == grpc.StatusCode.UNAVAILABLE, f"the replica dead: UNAVAILABLE ({code}, {details!r})")
         ch.close()
+        paced(env, pb)
         print("PASS", flush=True)
     finally:
         env.close()
