@@ -309,6 +309,9 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
     std::string grpc_listen;
     r.get(root, "grpc_listen", "", &grpc_listen);
     split_listen(r, "grpc_listen", grpc_listen, &c.grpc_host, &c.grpc_port);
+    if (c.grpc_host.empty() && grpc_listen.find(':') != std::string::npos) {
+      r.fail("grpc_listen", "needs a host, got '" + grpc_listen + "'");
+    }
   }
   if (const YAML::Node admin = root["admin"]; r.is_map(admin, "admin.", {"listen", "key"})) {
     std::string admin_listen = c.admin_host + ":" + std::to_string(c.admin_port);
