@@ -52,7 +52,8 @@ class PacedUpstream(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_POST(self):
-        cut = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["prompt"] == "cut"
+        prompt = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["prompt"]
+        cut, hang = prompt == "cut", prompt == "hang"
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -65,6 +66,9 @@ class PacedUpstream(BaseHTTPRequestHandler):
             self.chunk({"id": "cmpl-paced", "object": "text_completion", "created": 1, "model": "stories",
                         "choices": [{"index": 0, "text": f" tok{i}", "finish_reason": "length" if i == N_PACED - 1 else None}],
                         "usage": {"prompt_tokens": 4, "completion_tokens": i + 1, "total_tokens": 5 + i}})
+            if hang:  # until the gateway goes away
+                time.sleep(10)
+                return
             if i + 1 < N_PACED and not acks[i].wait(ACK_CAP_S):
                 late.append(i)
         self.chunk({"id": "cmpl-paced", "object": "text_completion", "created": 1, "model": "stories", "choices": [],
@@ -104,6 +108,19 @@ def paced(env, pb):
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.UNAVAILABLE, f"the replica broke off mid-stream: UNAVAILABLE ({e.code()}, {e.details()!r})")
         check(texts_before_cut == [" tok0", " tok1"], f"the messages before the cut arrived: {texts_before_cut}")
+        # Stopping the gateway with a call in flight cancels it and exits cleanly.
+        hanging = complete(pb.CompleteRequest(model="stories", prompt="hang", max_tokens=N_PACED, request_id="stop"),
+                           metadata=(("authorization", "Bearer " + key),), timeout=60)
+        next(hanging)  # tok0 arrives; the upstream waits for an ack that never comes
+        t0 = time.time()
+        gw.p.terminate()
+        rc = gw.p.wait(15)
+        check(rc == 0, f"SIGTERM with a gRPC call in flight: the gateway exits 0 ({rc}) in {time.time() - t0:.1f} s")
+        try:
+            list(hanging)
+            fail("the call in flight ended OK after the gateway stopped")
+        except grpc.RpcError as e:
+            check(e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), f"the call in flight ended with {e.code()}")
     server.shutdown()
     time.sleep(0.3)
     row = ledger_row(store, "acme/cut")
