@@ -1,7 +1,7 @@
 """The gateway's gRPC API (proto/koi/v1/inference.proto) against a real `koi serve` of
 stories260K, with Debian's python3-grpcio as the client and message classes protoc
-generates here from the tree's .proto. Checks: Complete streams the same text as the REST
-answer to the same greedy request, and its first message arrives while the request is still
+generates here from the tree's .proto. Checks: Complete and Chat stream the same text as the
+REST answer to the same greedy request, and its first message arrives while the request is still
 running (before the gateway has metered it, which it does only after the last token); the
 usage in the last message and the ledger rows equal REST's; ListModels and Health; and the
 status codes: UNAUTHENTICATED (no key, wrong key), INVALID_ARGUMENT (no model, bad
@@ -198,6 +198,34 @@ def main():
         check((a["status"], a["prompt"], a["completion"]) == (b["status"], b["prompt"], b["completion"]) == (200, u["prompt_tokens"], u["completion_tokens"]),
               f"the ledger meters gRPC as REST: {b} vs {a}")
         check(a["replica"] == b["replica"] == rep.url, "both went to the replica")
+
+        # Chat: the same greedy chat request over REST and gRPC.
+        msgs = [{"role": "user", "content": "Tell me a story"}]
+        status, text, _ = call(gw.url + "/v1/chat/completions", {"model": "stories", "messages": msgs, "max_tokens": 24,
+                                                                  "temperature": 0}, key, headers={"x-request-id": "rest-chat"})
+        check(status == 200, f"REST chat completion: {status} {text[:200]}")
+        rest_chat = json.loads(text)
+        chat = ch.unary_stream("/koi.v1.Inference/Chat", request_serializer=pb.ChatRequest.SerializeToString,
+                               response_deserializer=pb.CompleteChunk.FromString)
+        chat_chunks = list(chat(pb.ChatRequest(model="stories", messages=[pb.ChatMessage(**m) for m in msgs], max_tokens=24,
+                                               temperature=0.0, request_id="grpc-chat"), metadata=auth(key), timeout=30))
+        chat_text = "".join(c.text for c in chat_chunks)
+        check(len(chat_chunks) > 2 and chat_text == rest_chat["choices"][0]["message"]["content"],
+              f"gRPC Chat streams REST's answer in {len(chat_chunks)} messages: {chat_text!r}")
+        cu = rest_chat["usage"]
+        check((chat_chunks[-1].usage.prompt_tokens, chat_chunks[-1].usage.completion_tokens) == (cu["prompt_tokens"], cu["completion_tokens"]),
+              f"gRPC Chat usage equals REST's ({cu['prompt_tokens']}+{cu['completion_tokens']})")
+        time.sleep(0.3)
+        rows = {r["request_id"]: r for r in ledger(store)}
+        a, b = rows.get("acme/rest-chat"), rows.get("acme/grpc-chat")
+        check(a and b and (a["status"], a["prompt"], a["completion"]) == (b["status"], b["prompt"], b["completion"]),
+              f"the ledger meters gRPC Chat as REST chat: {b} vs {a}")
+        try:
+            list(chat(pb.ChatRequest(model="stories", max_tokens=4), metadata=auth(key), timeout=30))
+            fail("Chat without messages succeeded")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "messages" in e.details(),
+                  f"Chat without messages: INVALID_ARGUMENT ({e.code()}, {e.details()!r})")
 
         # Streaming, for timing: a long generation's first message arrives while the request
         # still runs — the gateway meters a request only after its last token, so its ledger

@@ -41,12 +41,11 @@ std::string metadata(const grpc::CallbackServerContext* ctx, std::string_view ke
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
-// The OpenAI body a CompleteRequest stands for: always streamed, with usage at the end; a
-// field left unset is left out, so the engine's defaults and the proxy's errors apply.
-std::string completion_body(const v1::CompleteRequest& r) {
-  json::object o;
+// The sampling fields Complete and Chat share; a field left unset is left out, so the engine's
+// defaults and the proxy's errors apply. Always streamed, with usage at the end.
+template <typename R>
+void sampling_fields(const R& r, json::object& o) {
   if (!r.model().empty()) o["model"] = r.model();
-  o["prompt"] = r.prompt();
   if (r.max_tokens() != 0) o["max_tokens"] = r.max_tokens();
   if (r.has_temperature()) o["temperature"] = r.temperature();
   if (r.has_top_p()) o["top_p"] = r.top_p();
@@ -60,15 +59,36 @@ std::string completion_body(const v1::CompleteRequest& r) {
   json::object opts;
   opts["include_usage"] = true;
   o["stream_options"] = std::move(opts);
+}
+
+// The OpenAI bodies the requests stand for.
+std::string openai_body(const v1::CompleteRequest& r) {
+  json::object o;
+  o["prompt"] = r.prompt();
+  sampling_fields(r, o);
+  return json::serialize(o);
+}
+std::string openai_body(const v1::ChatRequest& r) {
+  json::object o;
+  json::array messages;
+  for (const v1::ChatMessage& m : r.messages()) {
+    json::object jm;
+    jm["role"] = m.role();
+    jm["content"] = m.content();
+    messages.emplace_back(std::move(jm));
+  }
+  o["messages"] = std::move(messages);
+  sampling_fields(r, o);
   return json::serialize(o);
 }
 
-net::Request completion_request(const grpc::CallbackServerContext* ctx, const v1::CompleteRequest& r) {
-  net::Request req{http::verb::post, "/v1/completions", 11};
+template <typename R>
+net::Request openai_request(const grpc::CallbackServerContext* ctx, const R& r, const char* target) {
+  net::Request req{http::verb::post, target, 11};
   req.set(http::field::content_type, "application/json");
   if (std::string auth = metadata(ctx, "authorization"); !auth.empty()) req.set(http::field::authorization, auth);
   if (!r.request_id().empty()) req.set("x-request-id", r.request_id());
-  req.body() = completion_body(r);
+  req.body() = openai_body(r);
   req.prepare_payload();
   return req;
 }
@@ -118,6 +138,10 @@ bool to_chunk(std::string_view data, v1::CompleteChunk* chunk, std::string* erro
   if (const json::value* c = o.if_contains("choices"); c && c->is_array() && !c->as_array().empty() && c->as_array()[0].is_object()) {
     const json::object& choice = c->as_array()[0].as_object();
     if (const json::value* t = choice.if_contains("text"); t && t->is_string()) chunk->set_text(std::string(t->as_string()));
+    const json::value* delta = choice.if_contains("delta");  // chat
+    if (const json::value* d = delta && delta->is_object() ? delta->as_object().if_contains("content") : nullptr; d && d->is_string()) {
+      chunk->set_text(std::string(d->as_string()));
+    }
     if (const json::value* f = choice.if_contains("finish_reason"); f && f->is_string()) {
       chunk->set_finish_reason(std::string(f->as_string()));
     }
@@ -126,13 +150,13 @@ bool to_chunk(std::string_view data, v1::CompleteChunk* chunk, std::string* erro
   return true;
 }
 
-// One Complete call: gRPC's write reactor and the net::Responder that Proxy::handle answers.
+// One Complete or Chat call: gRPC's write reactor and the net::Responder that Proxy::handle answers.
 // Everything but the reactor callbacks runs on `io_`; the callbacks only post there. The call
 // deletes itself after OnDone (which follows Finish, the coroutine's last act).
 class CompleteCall final : public grpc::ServerWriteReactor<v1::CompleteChunk>, public net::Responder {
  public:
-  CompleteCall(Proxy& proxy, asio::io_context& io, grpc::CallbackServerContext* ctx, const v1::CompleteRequest& r)
-      : proxy_(proxy), io_(io), ctx_(ctx), req_(completion_request(ctx, r)) {
+  CompleteCall(Proxy& proxy, asio::io_context& io, grpc::CallbackServerContext* ctx, net::Request req, bool chat)
+      : proxy_(proxy), io_(io), ctx_(ctx), req_(std::move(req)), chat_(chat) {
     asio::co_spawn(io_, run(), net::log_task_exception);
   }
 
@@ -205,7 +229,7 @@ class CompleteCall final : public grpc::ServerWriteReactor<v1::CompleteChunk>, p
 
  private:
   asio::awaitable<void> run() {
-    co_await proxy_.handle(req_, *this, false);
+    co_await proxy_.handle(req_, *this, chat_);
     on_gone_ = nullptr;  // it points into the finished handler's state
     if (cancelled_ && final_.ok()) final_ = grpc::Status::CANCELLED;
     Finish(final_);
@@ -231,6 +255,7 @@ class CompleteCall final : public grpc::ServerWriteReactor<v1::CompleteChunk>, p
   asio::io_context& io_;
   grpc::CallbackServerContext* ctx_;
   net::Request req_;
+  const bool chat_;
   net::SseSplitter splitter_;
   v1::CompleteChunk out_;
   std::function<void(bool)> write_done_;
@@ -253,7 +278,11 @@ class GrpcApi::Service final : public v1::Inference::CallbackService {
 
   grpc::ServerWriteReactor<v1::CompleteChunk>* Complete(grpc::CallbackServerContext* ctx,
                                                          const v1::CompleteRequest* request) override {
-    return new CompleteCall(proxy_, io_, ctx, *request);
+    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/completions"), false);
+  }
+
+  grpc::ServerWriteReactor<v1::CompleteChunk>* Chat(grpc::CallbackServerContext* ctx, const v1::ChatRequest* request) override {
+    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/chat/completions"), true);
   }
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const v1::ListModelsRequest*,

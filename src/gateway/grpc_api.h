@@ -1,6 +1,6 @@
 // GrpcApi: the gateway's gRPC interface (proto/koi/v1/inference.proto) beside its REST API,
-// for internal callers, on `grpc_listen: HOST:PORT`. Complete is not a second proxy: each call
-// becomes the streamed POST /v1/completions it stands for (the metadata's `authorization`
+// for internal callers, on `grpc_listen: HOST:PORT`. Complete and Chat are not a second proxy:
+// each call becomes the streamed POST /v1/completions (/v1/chat/completions) it stands for (the metadata's `authorization`
 // becomes the request's header) and runs through the same Proxy::handle — authentication,
 // limits, routing, retries, the usage ledger and metrics are REST's — with a net::Responder
 // that turns the relayed server-sent events into CompleteChunk messages and the HTTP status
