@@ -210,6 +210,7 @@ def main():
         chat_chunks = list(chat(pb.ChatRequest(model="stories", messages=[pb.ChatMessage(**m) for m in msgs], max_tokens=24,
                                                temperature=0.0, request_id="grpc-chat"), metadata=auth(key), timeout=30))
         chat_text = "".join(c.text for c in chat_chunks)
+        check(all(c.text or c.finish_reason or c.HasField("usage") for c in chat_chunks), "no empty messages (the role-only delta)")
         check(len(chat_chunks) > 2 and chat_text == rest_chat["choices"][0]["message"]["content"],
               f"gRPC Chat streams REST's answer in {len(chat_chunks)} messages: {chat_text!r}")
         cu = rest_chat["usage"]

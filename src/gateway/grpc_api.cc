@@ -210,6 +210,8 @@ class CompleteCall final : public grpc::ServerWriteReactor<v1::CompleteChunk>, p
         final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, error);
         continue;
       }
+      const bool empty = chunk.text().empty() && chunk.finish_reason().empty() && !chunk.has_usage();
+      if (empty) continue;  // e.g. chat's first delta, the role alone
       if (!co_await write_message(chunk)) co_return false;
     }
     co_return true;
