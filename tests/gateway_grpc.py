@@ -247,6 +247,24 @@ def main():
         long_row = ledger_row(store, "acme/grpc-long")
         check(long_row and long_row["completion_tokens"] == rest_of[-1].usage.completion_tokens, "the long stream is metered with its tokens")
 
+        # TTFT through the gateway, REST stream against gRPC (medians of 20; printed, not asserted).
+        ttft_rest, ttft_grpc = [], []
+        for i in range(20):
+            t0 = time.time()
+            st = Stream(gw.url, "/v1/completions", {"model": "stories", "prompt": PROMPT, "max_tokens": 16, "temperature": 0,
+                                                    "stream": True}, key=key)
+            st.next_event()
+            ttft_rest.append(time.time() - t0)
+            list(st.events())
+            st.close()
+            t0 = time.time()
+            it = complete(req(max_tokens=16, temperature=0.0), metadata=auth(key), timeout=30)
+            next(it)
+            ttft_grpc.append(time.time() - t0)
+            list(it)
+        print(f"TTFT through the gateway, median of 20: REST stream {1e3 * median(ttft_rest):.2f} ms, "
+              f"gRPC {1e3 * median(ttft_grpc):.2f} ms", flush=True)
+
         # Status codes.
         code, _ = code_of(req(max_tokens=4), "koi-wrong")
         check(code == grpc.StatusCode.UNAUTHENTICATED, f"a wrong key: UNAUTHENTICATED ({code})")
