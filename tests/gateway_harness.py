@@ -36,7 +36,7 @@ class Proc:
         self.name = name
         self.log = open(os.path.join(log_dir, name + ".log"), "w")
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.url, self.admin, self.kv = None, None, None
+        self.url, self.admin, self.kv, self.grpc = None, None, None, None
         deadline = time.time() + 60
         while time.time() < deadline:
             line = self.p.stdout.readline()
@@ -48,6 +48,8 @@ class Proc:
                 self.url = line.split()[-1].strip()
                 if args[1] != "gateway" and args[2] != "gateway":
                     break
+            if line.startswith("grpc on "):  # koi gateway with grpc_listen
+                self.grpc = line.split()[-1].strip()
             if line.startswith("admin on "):
                 self.admin = line.split()[-1].strip()
                 break

@@ -47,6 +47,7 @@ int run_gateway(const ServeOptions& o) {
   auto gateway = gw::Gateway::start(*config, std::move(*store), threads);
   if (!gateway.ok()) return fail(gateway.status().message());
   std::printf("listening on http://%s:%d\n", config->host.c_str(), (*gateway)->port());
+  if ((*gateway)->grpc_port()) std::printf("grpc on %s:%d\n", config->grpc_host.c_str(), (*gateway)->grpc_port());
   if ((*gateway)->admin_port()) std::printf("admin on http://%s:%d\n", config->admin_host.c_str(), (*gateway)->admin_port());
   std::fflush(stdout);
   int sig = 0;
@@ -57,7 +58,7 @@ int run_gateway(const ServeOptions& o) {
 
 Runner setup_gateway(CLI::App* app) {
   auto o = std::make_shared<ServeOptions>();
-  app->add_option("--config", o->config, "gateway YAML file (models, tenants, limits, routing)");
+  app->add_option("--config", o->config, "gateway YAML file (models, tenants, limits, routing, grpc_listen for the gRPC API)");
   app->add_option("--port", o->port, "API port (overrides listen:; 0 picks a free one)");
   app->add_option("--admin-port", o->admin_port, "admin API port (overrides admin.listen:)");
   app->add_option("--store", o->store, "usage ledger: a SQLite path or postgres://... (overrides store:)");

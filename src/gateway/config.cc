@@ -300,11 +300,19 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
   if (!root.IsMap()) return Status::invalid_argument(std::string(origin) + ": must be a YAML mapping (listen:, models:, tenants:, ...)");
   Reader r{std::string(origin)};
   GatewayConfig c;
-  r.is_map(root, "", {"listen", "admin", "store", "routing", "timeouts", "health", "breaker", "max_attempts", "limits",
+  r.is_map(root, "", {"listen", "grpc_listen", "admin", "store", "routing", "timeouts", "health", "breaker", "max_attempts", "limits",
                       "models", "tenants"});
   std::string listen = c.host + ":" + std::to_string(c.port);
   r.get(root, "listen", "", &listen);
   split_listen(r, "listen", listen, &c.host, &c.port);
+  if (root["grpc_listen"]) {
+    std::string grpc_listen;
+    r.get(root, "grpc_listen", "", &grpc_listen);
+    split_listen(r, "grpc_listen", grpc_listen, &c.grpc_host, &c.grpc_port);
+    if (c.grpc_host.empty() && grpc_listen.find(':') != std::string::npos) {
+      r.fail("grpc_listen", "needs a host, got '" + grpc_listen + "'");
+    }
+  }
   if (const YAML::Node admin = root["admin"]; r.is_map(admin, "admin.", {"listen", "key"})) {
     std::string admin_listen = c.admin_host + ":" + std::to_string(c.admin_port);
     r.get(admin, "listen", "admin.", &admin_listen);

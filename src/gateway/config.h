@@ -62,6 +62,8 @@ struct TenantConfig {
 struct GatewayConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
+  std::string grpc_host;  // the gRPC API (proto/koi/v1/inference.proto); empty: off
+  int grpc_port = 0;
   std::string admin_host = "127.0.0.1";
   int admin_port = 8081;
   std::string admin_key;  // empty: the admin API is off

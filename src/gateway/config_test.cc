@@ -36,6 +36,7 @@ TEST(Config, ParsesEveryPart) {
   auto c = parse_config(kYaml, "gw.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->port, 0);
+  EXPECT_EQ(c->grpc_host, "");  // the gRPC API is off unless grpc_listen is set
   EXPECT_EQ(c->admin_key, "admin-key-0123456789");
   EXPECT_EQ(c->routing, RoutingPolicy::kKvAware);
   EXPECT_EQ(c->prefix_block_bytes, 8u);
@@ -55,6 +56,13 @@ std::string with(std::string_view from, std::string_view to) {
   EXPECT_NE(at, std::string::npos) << from;
   if (at != std::string::npos) yaml.replace(at, from.size(), to);
   return yaml;
+}
+
+TEST(Config, GrpcListen) {
+  auto c = parse_config(std::string(kYaml) + "grpc_listen: 0.0.0.0:50051\n", "gw.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->grpc_host, "0.0.0.0");
+  EXPECT_EQ(c->grpc_port, 50051);
 }
 
 struct ConfigCase {
@@ -120,6 +128,11 @@ TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
        "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got '127.0.0.1:-1'", {}},
       {"listen: 127.0.0.1:0", "listen: nowhere", "gw.yaml: listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got 'nowhere'",
        {}},
+      {"listen: 127.0.0.1:0", "listen: 127.0.0.1:0\ngrpc_listen: 127.0.0.1:70000",
+       "gw.yaml: grpc_listen: must read HOST:PORT with a port 0-65535 (0 picks a free one), got '127.0.0.1:70000'", {}},
+      {"listen: 127.0.0.1:0", "listen: 127.0.0.1:0\ngrpc_listen: :9000", "gw.yaml: grpc_listen: needs a host, got ':9000'", {}},
+      {"listen: 127.0.0.1:0", "listen: 127.0.0.1:0\ngrpc_lsten: 127.0.0.1:0",
+       "gw.yaml: grpc_lsten: unknown key; did you mean grpc_listen?", {}},
       {"key: admin-key-0123456789", "key: short", "gw.yaml: admin.key: must be at least 16 characters", {}},
       {"breaker: {failures: 2,", "breaker: {failures: 0,", "gw.yaml: breaker.failures: must be >= 1", {}},
       {"    price: {prompt_per_1k: 0.5,", "    price: {prompt_per_1k: -0.5,", "gw.yaml: models[0].price.prompt_per_1k: must be >= 0", {}},

@@ -12,6 +12,7 @@
 #include "base/metrics.h"
 #include "gateway/admin_api.h"
 #include "gateway/fleet.h"
+#include "gateway/grpc_api.h"
 #include "gateway/openai.h"
 #include "gateway/proxy.h"
 #include "net/client.h"
@@ -75,7 +76,8 @@ class GatewayImpl final : public Gateway {
                [this](Request& req, net::Responder& res) { return handle_admin(req, res); }),
         ledger_(std::move(store)),
         admin_api_(config.admin_key, fleet_, ledger_.store()),
-        proxy_(config_, fleet_, ledger_, metrics_, client_, clock_) {
+        proxy_(config_, fleet_, ledger_, metrics_, client_, clock_),
+        grpc_(proxy_, fleet_, api_.context()) {
     declare_metrics();
   }
   ~GatewayImpl() override { stop(); }
@@ -83,6 +85,7 @@ class GatewayImpl final : public Gateway {
   Status listen();
   int port() const override { return port_; }
   int admin_port() const override { return admin_port_; }
+  int grpc_port() const override { return grpc_port_; }
   Fleet& fleet() override { return fleet_; }
   metrics::Registry& metrics() override { return metrics_; }
   void stop() override;
@@ -105,7 +108,8 @@ class GatewayImpl final : public Gateway {
   Ledger ledger_;
   AdminApi admin_api_;
   Proxy proxy_;
-  int port_ = 0, admin_port_ = 0;
+  GrpcApi grpc_;  // after the proxy it calls; stopped first
+  int port_ = 0, admin_port_ = 0, grpc_port_ = 0;
   std::atomic<bool> stopped_{false};
 };
 
@@ -139,12 +143,16 @@ Status GatewayImpl::listen() {
     KOI_ASSIGN_OR_RETURN(admin_port_, admin_.listen());
     admin_.start();
   }
+  if (!config_.grpc_host.empty()) {
+    KOI_ASSIGN_OR_RETURN(grpc_port_, grpc_.start(config_.grpc_host, config_.grpc_port));
+  }
   asio::co_spawn(api_.context(), health_loop(), net::log_task_exception);
   return ok_status();
 }
 
 void GatewayImpl::stop() {
   if (stopped_.exchange(true)) return;
+  grpc_.stop();  // its calls finish on api_'s io_contexts, which still run
   api_.stop();
   admin_.stop();
   api_.wait();

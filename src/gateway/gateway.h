@@ -9,6 +9,7 @@
 // Timeouts: connect, first byte, and idle between reads on both sides.
 //
 // Admin API (Authorization: Bearer <admin key>): see gateway/admin_api.h.
+// gRPC API (grpc_listen: HOST:PORT, proto/koi/v1/inference.proto): see gateway/grpc_api.h.
 //
 // start() returns once both ports listen; stop() (also the destructor) closes the listeners,
 // finishes the worker threads and drains the ledger. Thread-safe.
@@ -32,6 +33,7 @@ class Gateway {
   virtual ~Gateway() = default;
   virtual int port() const = 0;
   virtual int admin_port() const = 0;  // 0 when the admin API is off
+  virtual int grpc_port() const = 0;   // 0 when the gRPC API is off (gateway/grpc_api.h)
   virtual Fleet& fleet() = 0;
   virtual metrics::Registry& metrics() = 0;
   virtual void stop() = 0;
