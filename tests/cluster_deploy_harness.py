@@ -1,14 +1,11 @@
 """Helpers for the Deployment tests: a koi gateway and a control plane that manages its
 routes, koi serve replicas of stories260K (converted to GGUF once per test), model versions
-in the control plane's store, and constant load from the official openai npm client.
+in its registry, and constant load from the official openai npm client.
 
-Model versions are written into the store's tables directly (seed_model, move_alias), in
-the shape model_registry.h defines, as one transaction like StateStore's own writes: this
-branch has no Models API yet. Once it lands, these two become `koi model` calls."""
+Model versions are registered and aliases moved through `koi model` (seed_model, move_alias)."""
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import tempfile
 import time
@@ -102,7 +99,6 @@ class Env:
         self.root = tempfile.mkdtemp(prefix="koi-deploy-test-")
         self.gateway = Gateway(self.root)
         self.cp = ControlPlane(control_plane_config(self.gateway, cpu_quota), root=self.root).start()
-        self.db = self.cp.store[len("sqlite:"):]
         src = os.path.join(SHARED, "models", "stories260K")
         self.good = os.path.join(self.root, "stories-a.gguf")
         subprocess.run([KOI, "convert", "--llama2c", src + "/stories260K.bin", "--tokenizer", src + "/tok512.bin", "-o",
@@ -174,55 +170,31 @@ class Env:
         self.cp.cleanup()
 
 
-def _next_version(db):
-    db.execute("UPDATE cluster_meta SET value = value + 1 WHERE key = 'resource_version'")
-    return db.execute("SELECT value FROM cluster_meta WHERE key = 'resource_version'").fetchone()[0]
-
-
-def _write(db, kind, ns, name, body_fn, phase):
-    rv = _next_version(db)
-    row = db.execute("SELECT uid FROM cluster_objects WHERE kind = ? AND namespace = ? AND name = ?", (kind, ns, name)).fetchone()
-    uid = row[0] if row else str(uuid.uuid4())
-    now = time.time()
-    meta = {"name": name, "namespace": ns, "labels": {}, "resourceVersion": str(rv), "uid": uid,
-            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "creationTime": now}
-    body = json.dumps(dict({"apiVersion": "koi/v1", "kind": kind, "metadata": meta}, **body_fn()))
-    if row:
-        db.execute("UPDATE cluster_objects SET resource_version = ?, phase = ?, body = ? WHERE kind = ? AND namespace = ? "
-                   "AND name = ?", (rv, phase, body, kind, ns, name))
-    else:
-        db.execute("INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) VALUES "
-                   "(?, ?, ?, ?, ?, ?, ?)", (kind, ns, name, uid, rv, phase, body))
-    db.execute("INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)",
-               (rv, "MODIFIED" if row else "ADDED", kind, ns, name, body))
-
-
 def seed_model(env, ns, model, artifacts, aliases):
-    """Model `model` with versions 1..n at `artifacts` (paths) and `aliases` {alias: version}."""
-    db = sqlite3.connect(env.db, timeout=30, isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
+    """Model `model` with versions 1..n registered through `koi model register` from the
+    artifacts (paths; each from a job that checks it, for the lineage), and `aliases`
+    {alias: version} moved with `koi model alias`."""
     for i, path in enumerate(artifacts, start=1):
-        spec = {"model": model, "version": i, "artifact": {"path": path, "format": "gguf", "sizeBytes": os.path.getsize(path),
-                                                           "sha256": ""}, "lineage": {}, "metrics": {}}
-        _write(db, "ModelVersion", ns, "%s-v%d" % (model, i), lambda: {"spec": spec, "status": {"phase": "Ready"}}, "Ready")
-    status = {"latestVersion": len(artifacts), "aliases": aliases, "aliasHistory": []}
-    _write(db, "Model", ns, model, lambda: {"spec": {"description": ""}, "status": status}, "")
-    db.execute("COMMIT")
-    db.close()
+        job = "make-%s-v%d" % (model, i)
+        spec = {"command": ["test", "-s", path], "resources": {"cpu": 0.1, "memoryMiB": 64}}
+        env.koi("job", "submit", "-f", _write_json(env.root, job, {"apiVersion": "koi/v1", "kind": "Job",
+                                                                   "metadata": {"name": job}, "spec": spec}))
+        j = env.cp.wait_phase(TOKEN, job, ["Succeeded", "Failed"])
+        check(j["status"]["phase"] == "Succeeded", "%s: %s" % (job, j["status"]["message"]))
+        env.koi("model", "register", model, "--from-job", job, "--artifact", path, "--format", "gguf")
+    for alias, version in aliases.items():
+        move_alias(env, ns, model, alias, version)
 
 
 def move_alias(env, ns, model, alias, version):
-    db = sqlite3.connect(env.db, timeout=30, isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
-    body = json.loads(db.execute("SELECT body FROM cluster_objects WHERE kind = 'Model' AND namespace = ? AND name = ?",
-                                 (ns, model)).fetchone()[0])
-    status = body["status"]
-    status["aliasHistory"].append({"alias": alias, "version": version, "previous": status["aliases"].get(alias, 0),
-                                   "time": time.time(), "by": "test"})
-    status["aliases"][alias] = version
-    _write(db, "Model", ns, model, lambda: {"spec": body["spec"], "status": status}, "")
-    db.execute("COMMIT")
-    db.close()
+    env.koi("model", "alias", model, alias, str(version))
+
+
+def _write_json(root, name, obj):
+    path = os.path.join(root, name + ".json")
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
 
 
 def deployment_manifest(root, name, spec):
