@@ -10,7 +10,9 @@
 #include <cstdio>
 
 #include "base/file.h"
+#include "base/metrics.h"
 #include "cli/command.h"
+#include "net/metrics_server.h"
 #include "train/checkpoint.h"
 #include "train/collectives.h"
 #include "train/export.h"
@@ -37,6 +39,8 @@ struct TrainOptions {
   std::optional<int> nproc;
   std::optional<int> max_restarts;
   std::optional<int> lora_rank;
+  std::optional<int> metrics_port;
+  std::string metrics_host = "127.0.0.1";
 };
 
 int run_supervisor(const TrainOptions& o) {
@@ -70,7 +74,15 @@ int run_train(const TrainOptions& o) {
   if (!comm.ok()) return fail(comm.status().message());
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
-  auto result = train::run_training(*config, o.resume, &g_stop, comm->get());
+  metrics::Registry registry;
+  std::unique_ptr<net::MetricsServer> metrics_server;
+  if (o.metrics_port && (*comm)->rank() == 0) {
+    auto started = net::MetricsServer::start(registry, o.metrics_host, *o.metrics_port);
+    if (!started.ok()) return fail(started.status().message());
+    metrics_server = std::move(*started);
+    std::fprintf(stderr, "metrics at http://%s:%d/metrics\n", o.metrics_host.c_str(), metrics_server->port());
+  }
+  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry);
   if (!result.ok()) {
     const int code = fail(result.status().message());
     if ((*comm)->size() == 1) return code;
@@ -112,6 +124,11 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--lora-rank", o->lora_rank,
                   "train rank-R LoRA adapters of model.init_from (overrides train.lora_rank)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--metrics-port", o->metrics_port,
+                  "serve the run's metrics (koi_train_*) at http://HOST:PORT/metrics while it trains (rank 0; 0: any "
+                  "free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  app->add_option("--metrics-host", o->metrics_host, "address --metrics-port listens on")->capture_default_str();
   return [o] { return run_train(*o); };
 }
 

@@ -19,7 +19,10 @@
 #include "train/data.h"
 #include "train/data_parallel.h"
 #include "train/finetune.h"
+#include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/timed_communicator.h"
+#include "train/train_metrics.h"
 
 namespace koi::train {
 namespace {
@@ -64,21 +67,6 @@ void append_line(const std::string& path, const std::string& line) {
     std::fclose(f);
   }
 }
-
-// The step metrics in the Prometheus text format, for a textfile collector or any reader
-// of OUT/metrics.prom (the JSON lines of metrics.jsonl stay the run's full history).
-struct StepMetrics {
-  metrics::Registry registry;
-  metrics::Gauge& step = registry.gauge("koi_train_step", "Optimizer steps taken.").labels({});
-  metrics::Gauge& loss = registry.gauge("koi_train_loss", "Training loss of the last step.").labels({});
-  metrics::Gauge& lr = registry.gauge("koi_train_learning_rate", "Learning rate of the last step.").labels({});
-  metrics::Gauge& grad_norm =
-      registry.gauge("koi_train_grad_norm", "Gradient norm of the last step, before clipping.").labels({});
-  metrics::Gauge& tokens_per_second =
-      registry.gauge("koi_train_tokens_per_second", "Training tokens per second in the last step.").labels({});
-  metrics::Gauge& step_seconds = registry.gauge("koi_train_step_seconds", "Wall time of the last step.").labels({});
-  metrics::Gauge& val_loss = registry.gauge("koi_train_val_loss", "Validation loss of the last evaluation.").labels({});
-};
 
 std::string format_duration(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
@@ -288,9 +276,12 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
 }
 
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
-                                 Communicator* comm) {
+                                 Communicator* comm, metrics::Registry* registry) {
   LocalCommunicator local;
-  Communicator& cm = comm != nullptr ? *comm : local;
+  metrics::Registry own_registry;
+  TrainMetrics step_metrics(registry != nullptr ? *registry : own_registry);
+  TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
+  Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
   if (c.batch_size % ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
@@ -377,8 +368,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (ec) return Status::io_error(c.out_dir + ": cannot create the run directory: " + ec.message());
   const std::string metrics = path_join(c.out_dir, "metrics.jsonl");
   const std::string metrics_prom = path_join(c.out_dir, "metrics.prom");
-  StepMetrics step_metrics;
+  const double flops_per_token = train_flops_per_token(model_flops(mc, T), model.lora() != nullptr);
+  const double peak_flops = rank == 0 ? measure_peak_flops(&pool) * ranks : 0.0;  // ranks alike
   if (rank == 0) {
+    step_metrics.model_flops_per_token.set(flops_per_token);
+    step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
         ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
@@ -400,6 +394,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // A run killed between a checkpoint's rename and its pruning left one checkpoint too many;
   // honour keep_checkpoints now, since a resumed run may write none (it was already done).
   if (resume && rank == 0) prune_checkpoints(c.out_dir, c.keep_checkpoints);
+  writer.on_written([&step_metrics](double seconds) { step_metrics.checkpoint_write.observe(seconds); });
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
@@ -408,8 +403,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
       CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
-      return writer.submit(std::move(snapshot),
-                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      step_metrics.checkpoint_snapshot.observe(stall_s);
+      return writer.submit(std::move(snapshot), stall_s * 1e3);
     });
   };
   auto evaluate = [&](bool with_train) -> Status {
@@ -469,6 +465,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.grad_norm.set(norm);
       step_metrics.tokens_per_second.set(tok_s);
       step_metrics.step_seconds.set(step_secs);
+      step_metrics.step_duration.observe(step_secs);
+      step_metrics.tokens.inc(static_cast<double>(B) * T * c.grad_accum);
+      step_metrics.model_flops_per_second.set(flops_per_token * tok_s);
+      step_metrics.mfu.set(peak_flops > 0.0 ? flops_per_token * tok_s / peak_flops : 0.0);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
         std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,

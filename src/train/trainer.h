@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/status.h"
 #include "model/model_config.h"
 #include "train/collectives.h"
@@ -90,8 +91,10 @@ struct TrainResult {
 };
 
 // comm: the data-parallel ranks (nullptr: this process alone). Every rank calls it with the
-// same config; *stop on any rank stops them all at the same step.
+// same config; *stop on any rank stops them all at the same step. registry: where rank 0
+// exports the run's metrics (train_metrics.h; `koi train --metrics-port` serves it); nullptr:
+// a registry of the run's own, still written to OUT/metrics.prom.
 Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop,
-                                 Communicator* comm = nullptr);
+                                 Communicator* comm = nullptr, metrics::Registry* registry = nullptr);
 
 }  // namespace koi::train
