@@ -100,6 +100,7 @@ void EngineService::loop() {
       continue;
     }
     failed_steps = 0;
+    metrics_.engine_step.observe(engine_.last_step());
     for (engine::RequestOutput& out : *outputs) deliver(std::move(out), step_start);
     update_gauges();
   }
