@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "base/metrics.h"
+#include "base/trace.h"
 #include "cli/command.h"
 #include "net/metrics_server.h"
 #include "train/checkpoint.h"
@@ -41,6 +42,7 @@ struct TrainOptions {
   std::optional<int> lora_rank;
   std::optional<int> metrics_port;
   std::string metrics_host = "127.0.0.1";
+  std::string profile;
 };
 
 int run_supervisor(const TrainOptions& o) {
@@ -82,7 +84,13 @@ int run_train(const TrainOptions& o) {
     metrics_server = std::move(*started);
     std::fprintf(stderr, "metrics at http://%s:%d/metrics\n", o.metrics_host.c_str(), metrics_server->port());
   }
-  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry);
+  std::unique_ptr<trace::Recorder> recorder;
+  if (!o.profile.empty() && (*comm)->rank() == 0) recorder = std::make_unique<trace::Recorder>();
+  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry, recorder.get());
+  if (recorder) {
+    if (Status s = recorder->write(o.profile); !s.ok()) return fail("--profile: " + s.message());
+    std::fprintf(stderr, "profile: %zu spans in %s (open it in ui.perfetto.dev)\n", recorder->size(), o.profile.c_str());
+  }
   if (!result.ok()) {
     const int code = fail(result.status().message());
     if ((*comm)->size() == 1) return code;
@@ -129,6 +137,9 @@ Runner setup_train(CLI::App* app) {
                   "free port, printed)")
       ->check(CLI::Range(0, 65535));
   app->add_option("--metrics-host", o->metrics_host, "address --metrics-port listens on")->capture_default_str();
+  app->add_option("--profile", o->profile,
+                  "write a Chrome trace (Perfetto JSON) of the run's steps to FILE: forward, backward, collectives, "
+                  "optimizer, checkpoints (rank 0)");
   return [o] { return run_train(*o); };
 }
 

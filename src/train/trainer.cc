@@ -276,7 +276,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
 }
 
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
-                                 Communicator* comm, metrics::Registry* registry) {
+                                 Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
   metrics::Registry own_registry;
   TrainMetrics step_metrics(registry != nullptr ? *registry : own_registry);
@@ -394,11 +394,19 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // A run killed between a checkpoint's rename and its pruning left one checkpoint too many;
   // honour keep_checkpoints now, since a resumed run may write none (it was already done).
   if (resume && rank == 0) prune_checkpoints(c.out_dir, c.keep_checkpoints);
-  writer.on_written([&step_metrics](double seconds) { step_metrics.checkpoint_write.observe(seconds); });
+  writer.on_written([&step_metrics, trace](double seconds) {
+    step_metrics.checkpoint_write.observe(seconds);
+    if (trace == nullptr) return;
+    const auto end = trace::Recorder::Clock::now();
+    const auto took = std::chrono::duration_cast<trace::Recorder::Clock::duration>(std::chrono::duration<double>(seconds));
+    trace->record("checkpoint write", "checkpoint", end - took, end, 1);
+  });
+  if (trace) trace->name_track(0, "step loop"), trace->name_track(1, "checkpoint writer");
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
     saved_step = state.step;
+    trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     return opt.with_full_state([&](AdamW& full) -> Status {
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
@@ -409,6 +417,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     });
   };
   auto evaluate = [&](bool with_train) -> Status {
+    trace::Span span(trace, "evaluate", "eval");
     KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
@@ -438,22 +447,41 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
-      loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+      {
+        trace::Span span(trace, "forward", "compute");
+        loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+      }
+      trace::Span span(trace, "backward", "compute");
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
     step_stats[0] = loss;
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
-    KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
+    {
+      trace::Span span(trace, "allreduce grads", "collective");
+      KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
+    }
+    {
+      trace::Span span(trace, "allreduce loss and step times", "collective");
+      KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
+    }
     loss = step_stats[0] / B / c.grad_accum;
-    const float norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+    float norm;
+    {
+      trace::Span span(trace, "clip grad norm", "optimizer");
+      norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+    }
     const float lr = lr_at(c.schedule, state.step);
-    KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+    {
+      trace::Span span(trace, "optimizer", "optimizer");
+      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+    }
     ++state.step;
 
-    const double step_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t_end = std::chrono::steady_clock::now();
+    const double step_secs = std::chrono::duration<double>(t_end - t0).count();
+    if (trace) trace->record("step", "step", t0, t_end, 0, fmt::format("\"step\":{}", state.step));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double avg = elapsed / static_cast<double>(state.step - first_step);
     const double tok_s = static_cast<double>(B) * T * c.grad_accum / step_secs;
