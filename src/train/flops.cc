@@ -25,7 +25,7 @@ double train_flops_per_token(const ModelFlops& flops, bool frozen_base) {
 }
 
 double measure_peak_flops(ThreadPool* pool, int repetitions) {
-  constexpr int64_t N = 512, in = 1024, out = 1024;
+  constexpr int64_t N = 256, in = 1024, out = 1024;
   std::vector<float> x(N * in, 0.5f), w(out * in, 0.25f), y(N * out);
   double best = 1e30;
   for (int r = 0; r < std::max(1, repetitions); ++r) {

@@ -44,9 +44,10 @@ ModelFlops model_flops(const model::ModelConfig& config, int T);
 // FLOPs of one training token: 3x the forward (2x with frozen base weights, as LoRA).
 double train_flops_per_token(const ModelFlops& flops, bool frozen_base);
 
-// The best FLOP/s of the trainer's own fp32 matmul (linear_forward) on `pool`: a 512-token
-// (512 x 1024) x (1024 x 1024)^T product timed `repetitions` times, the fastest kept. Takes
-// about 0.1 s per repetition on one core.
-double measure_peak_flops(ThreadPool* pool, int repetitions = 3);
+// The best FLOP/s of the trainer's own fp32 matmul (linear_forward) on `pool`: a 256-token
+// (256 x 1024) x (1024 x 1024)^T product timed `repetitions` times, the fastest kept (about
+// 5 ms each on one core, short enough that on a shared machine some repetitions run
+// unpreempted; fewer repetitions can underestimate the peak there, and MFU then exceeds 1).
+double measure_peak_flops(ThreadPool* pool, int repetitions = 30);
 
 }  // namespace koi::train
