@@ -62,9 +62,15 @@ train: {{batch_size: 4, steps: {STEPS}, grad_accum: {ACCUM}, lr: 3.0e-3, warmup_
                                                  "optimizer"]
         if names != want:
             fail(f"step {s['args']['step']} holds {names}, want {want}")
+        for part in s["children"][:2 * ACCUM]:
+            layers = [c["name"] for c in part["children"]]
+            want_layers = ["layer 0", "layer 1", "head"] if part["name"] == "forward" else ["head", "layer 1", "layer 0"]
+            if layers != want_layers:
+                fail(f"step {s['args']['step']}: {part['name']} holds {layers}, want {want_layers}")
         if sum(c["dur"] for c in s["children"]) > s["dur"]:
             fail(f"step {s['args']['step']}: its children last longer than it")
-    check(True, "every step holds forward/backward per micro-batch, the collectives, clipping and the optimizer")
+    check(True, "every step holds forward/backward per micro-batch (each with its layers and head), the collectives, "
+          "clipping and the optimizer")
     top = {e["name"] for e in roots}
     check({"checkpoint snapshot", "evaluate"} <= top, f"checkpoint snapshots and evaluations are spans: {sorted(top)}")
     writes = [e for e in events if e["name"] == "checkpoint write" and e["tid"] == 1]

@@ -336,6 +336,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   ThreadPool pool(c.threads);
   KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
+  model.set_trace(trace);
   DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
   if (ckpt_dir.empty() && base) {
     KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));

@@ -96,7 +96,8 @@ struct TrainResult {
 // exports the run's metrics (train_metrics.h; `koi train --metrics-port` serves it); nullptr:
 // a registry of the run's own, still written to OUT/metrics.prom. trace: where this rank
 // records its profile (`koi train --profile`): per step a "step" span (the interval
-// koi_train_step_seconds measures) holding forward and backward per micro-batch, the
+// koi_train_step_seconds measures) holding forward and backward per micro-batch (each with
+// a span per layer and the head, from LlamaTrain), the
 // collectives, gradient clipping and the optimizer; then checkpoint snapshots and
 // evaluations on the step loop's track (0) and checkpoint writes on the writer's (1).
 Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop,
