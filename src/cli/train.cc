@@ -85,7 +85,11 @@ int run_train(const TrainOptions& o) {
     std::fprintf(stderr, "metrics at http://%s:%d/metrics\n", o.metrics_host.c_str(), metrics_server->port());
   }
   std::unique_ptr<trace::Recorder> recorder;
-  if (!o.profile.empty() && (*comm)->rank() == 0) recorder = std::make_unique<trace::Recorder>();
+  if (!o.profile.empty() && (*comm)->rank() == 0) {
+    // Fail now, not after hours of training, when the file cannot be written.
+    if (Status s = write_file_atomic(o.profile, "{\"traceEvents\":[]}\n"); !s.ok()) return fail("--profile: " + s.message());
+    recorder = std::make_unique<trace::Recorder>();
+  }
   auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry, recorder.get());
   if (recorder) {
     if (Status s = recorder->write(o.profile); !s.ok()) return fail("--profile: " + s.message());
