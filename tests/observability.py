@@ -1,4 +1,5 @@
-"""Observability end to end: a control plane (with a job that fails and is restarted), a
+"""Observability end to end: a control plane (with a job that fails and is restarted, and
+a low-priority job preempted by a high-priority one), a
 koi gateway in front of a koi serve replica of stories260K, and a koi train run serving
 --metrics-port, all started here.
 
@@ -16,9 +17,19 @@ import gateway_harness as gh
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "koi.json")
 # Families that only get a series when their event happens, which this test does not cause
-# (a preemption needs competing queues; an upstream error a failing replica): they must be
-# declared (# TYPE) on /metrics, and known to Prometheus' metadata API.
-DECLARED_ONLY = {"koi_cluster_preemptions_total", "koi_gateway_upstream_errors_total"}
+# (an upstream error needs a failing replica): they must be declared (# TYPE) on /metrics,
+# and known to Prometheus' metadata API.
+DECLARED_ONLY = {"koi_gateway_upstream_errors_total"}
+CLUSTER = """
+nodes:
+  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 4}}
+queues:
+  - {name: alpha-q, tenant: alpha}
+  - {name: beta-q, tenant: beta}
+tenants:
+  - {name: alpha, token: alpha-token}
+  - {name: beta, token: beta-token}
+"""
 # The families the issue asks for, by program, with a series each.
 FAMILIES = {
     "train": ["koi_train_step_seconds", "koi_train_step_duration_seconds_count", "koi_train_tokens_per_second",
@@ -30,7 +41,7 @@ FAMILIES = {
               "koi:engine_step_duration_seconds_count", "koi:generation_tokens_total"],
     "gateway": ["koi_gateway_requests_total", "koi_gateway_request_duration_seconds_count"],
     "cluster": ["koi_cluster_queue_pending_jobs", "koi_cluster_queue_running_jobs", "koi_cluster_admissions_total",
-                "koi_cluster_restarts_total"],
+                "koi_cluster_preemptions_total", "koi_cluster_restarts_total"],
 }
 
 
@@ -69,9 +80,15 @@ def start_trainer(env):
 
 def start_all(env):
     os.makedirs(os.path.join(env.dir, "cp"))
-    cp = ch.ControlPlane(ch.one_tenant_config(), root=os.path.join(env.dir, "cp")).start()
+    cp = ch.ControlPlane(CLUSTER, root=os.path.join(env.dir, "cp")).start()
     spec = {"command": ["sh", "-c", "exit 3"], "restartPolicy": {"maxRestarts": 2, "backoffSeconds": 1}}
     cp.koi("alpha-token", "job", "submit", "-f", ch.write(cp.root, "fail.json", ch.manifest("fails", spec)))
+    low = {"command": ["sleep", "60"], "priority": 0, "preemptible": True, "resources": {"gpu": 4, "cpu": 1},
+           "terminationGracePeriodSeconds": 5, "restartPolicy": {"maxRestarts": 0}}
+    cp.koi("beta-token", "job", "submit", "-f", ch.write(cp.root, "low.json", ch.manifest("low", low)))
+    cp.wait_phase("beta-token", "low", ["Running"])
+    high = {"command": ["sh", "-c", "sleep 1"], "priority": 10, "resources": {"gpu": 2}}
+    cp.koi("alpha-token", "job", "submit", "-f", ch.write(cp.root, "high.json", ch.manifest("high", high)))
     replica = env.replica("serve")
     gw = env.gateway(gh.config({"v1": (100, [replica.url])}, os.path.join(env.dir, "ledger.db")))
     trainer, train_url = start_trainer(env)
@@ -79,9 +96,12 @@ def start_all(env):
     for _ in range(3):
         status, _, text = gh.completion(gw, key)
         gh.check(status == 200, "a completion through the gateway: " + str(status) + " " + text[:200])
-    # The control plane's failing job: admitted, then restarted for its failures.
+    # The control plane's jobs: admitted, the failing one restarted, the low one preempted.
     end = time.time() + 30
-    while time.time() < end and "koi_cluster_restarts_total{" not in get(cp.url + "/metrics"):
+    while time.time() < end:
+        text = get(cp.url + "/metrics")
+        if 'cause="failure"' in text and "koi_cluster_preemptions_total{" in text:
+            break
         time.sleep(0.2)
     return cp, trainer, {"cluster": cp.url, "gateway": gw.url, "serve": replica.url, "train": train_url}
 
@@ -145,7 +165,9 @@ def prometheus_check(env, targets):
         rate = query('rate(koi_train_tokens_total{job="train"}[5s])')
         gh.check(rate and float(rate[0]["value"][1]) > 0, "tokens/s from the counter's rate is positive")
         causes = {r["metric"].get("cause") for r in query('koi_cluster_restarts_total{job="cluster"}')}
-        gh.check("failure" in causes, f"restarts by cause include failure: {causes}")
+        gh.check({"failure", "preempted"} <= causes, f"restarts by cause include failure and preempted: {causes}")
+        victims = {r["metric"].get("queue") for r in query('koi_cluster_preemptions_total{job="cluster"}')}
+        gh.check(victims == {"beta-q"}, f"preemptions by the victim's queue: {victims}")
         for name in DECLARED_ONLY:
             meta = json.loads(get(api + "metadata?metric=" + urllib.parse.quote(name.removesuffix("_total"))))["data"]
             meta.update(json.loads(get(api + "metadata?metric=" + urllib.parse.quote(name)))["data"])
