@@ -12,7 +12,7 @@
 //   koi_train_model_flops_utilization_ratio  the two above divided (0..1)
 //   koi_train_checkpoint_snapshot_seconds    histogram: the step loop's pause to copy the state
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
-//   koi_train_collective_seconds_total{collective}  time inside each kind of collective
+//   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
 // (collective: allreduce, allgather, broadcast, barrier; see TimedCommunicator.)
 #pragma once
