@@ -16,6 +16,15 @@ write_recipe 20
 "${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/zero" --zero 1 > /dev/null 2>&1
 grep -q '"step":20,"loss":[^}]*"rank_ms":\[[0-9.]*,[0-9.]*\]' "$WORK/dp/metrics.jsonl" ||
   { echo "FAIL: the 2-rank run logged no per-rank step times"; tail -n 2 "$WORK/dp/metrics.jsonl"; exit 1; }
+# Time in the collectives (TimedCommunicator): 20 steps of at least 2 allreduces each (grads,
+# loss) on rank 0, some time spent in them; ZeRO-1 also allgathers the parameters every step.
+prom_value() { awk -v k="$2" '$1 == k { print $2 }' "$1/metrics.prom"; }
+awk -v n="$(prom_value "$WORK/dp" 'koi_train_collectives_total{collective="allreduce"}')" \
+    -v s="$(prom_value "$WORK/dp" 'koi_train_collective_seconds_total{collective="allreduce"}')" \
+    'BEGIN { exit !(n >= 40 && s > 0) }' ||
+  { echo "FAIL: allreduce count/time in metrics.prom"; grep collective "$WORK/dp/metrics.prom"; exit 1; }
+awk -v n="$(prom_value "$WORK/zero" 'koi_train_collectives_total{collective="allgather"}')" 'BEGIN { exit !(n >= 20) }' ||
+  { echo "FAIL: ZeRO-1 allgathers in metrics.prom"; grep collective "$WORK/zero/metrics.prom"; exit 1; }
 expect_close "$WORK/one" "$WORK/dp" 1e-5 "2 ranks vs 1 process"
 expect_close "$WORK/dp" "$WORK/zero" 0 "--zero 1 vs plain data parallel"
 expect_same_checkpoint "$WORK/dp" "$WORK/zero" 00000020 "--zero 1 vs plain data parallel"

@@ -10,7 +10,10 @@
 #include <cstdio>
 
 #include "base/file.h"
+#include "base/metrics.h"
+#include "base/trace.h"
 #include "cli/command.h"
+#include "net/metrics_server.h"
 #include "train/checkpoint.h"
 #include "train/collectives.h"
 #include "train/export.h"
@@ -37,6 +40,9 @@ struct TrainOptions {
   std::optional<int> nproc;
   std::optional<int> max_restarts;
   std::optional<int> lora_rank;
+  std::optional<int> metrics_port;
+  std::string metrics_host = "127.0.0.1";
+  std::string profile;
 };
 
 int run_supervisor(const TrainOptions& o) {
@@ -70,7 +76,25 @@ int run_train(const TrainOptions& o) {
   if (!comm.ok()) return fail(comm.status().message());
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
-  auto result = train::run_training(*config, o.resume, &g_stop, comm->get());
+  metrics::Registry registry;
+  std::unique_ptr<net::MetricsServer> metrics_server;
+  if (o.metrics_port && (*comm)->rank() == 0) {
+    auto started = net::MetricsServer::start(registry, o.metrics_host, *o.metrics_port);
+    if (!started.ok()) return fail(started.status().message());
+    metrics_server = std::move(*started);
+    std::fprintf(stderr, "metrics at http://%s:%d/metrics\n", o.metrics_host.c_str(), metrics_server->port());
+  }
+  std::unique_ptr<trace::Recorder> recorder;
+  if (!o.profile.empty() && (*comm)->rank() == 0) {
+    // Fail now, not after hours of training, when the file cannot be written.
+    if (Status s = write_file_atomic(o.profile, "{\"traceEvents\":[]}\n"); !s.ok()) return fail("--profile: " + s.message());
+    recorder = std::make_unique<trace::Recorder>();
+  }
+  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry, recorder.get());
+  if (recorder) {
+    if (Status s = recorder->write(o.profile); !s.ok()) return fail("--profile: " + s.message());
+    std::fprintf(stderr, "profile: %zu spans in %s (open it in ui.perfetto.dev)\n", recorder->size(), o.profile.c_str());
+  }
   if (!result.ok()) {
     const int code = fail(result.status().message());
     if ((*comm)->size() == 1) return code;
@@ -112,6 +136,14 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--lora-rank", o->lora_rank,
                   "train rank-R LoRA adapters of model.init_from (overrides train.lora_rank)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--metrics-port", o->metrics_port,
+                  "serve the run's metrics (koi_train_*) at http://HOST:PORT/metrics while it trains (rank 0; 0: any "
+                  "free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  app->add_option("--metrics-host", o->metrics_host, "address --metrics-port listens on")->capture_default_str();
+  app->add_option("--profile", o->profile,
+                  "write a Chrome trace (Perfetto JSON) of the run's steps to FILE: forward, backward, collectives, "
+                  "optimizer, checkpoints (rank 0)");
   return [o] { return run_train(*o); };
 }
 

@@ -147,11 +147,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
     drop_finished_exports();
     return outputs;
   }
+  const int64_t scheduled_ns = clock_.now_ns();
+  StepStats step = batch_composition(plan);
 
   build_batch(plan);
   const size_t n_vocab = static_cast<size_t>(runner_.n_vocab());
   logits_.resize(batch_.logit_indices.size() * n_vocab);
   KOI_RETURN_IF_ERROR(runner_.forward(batch_, logits_.data()));
+  const int64_t forward_done_ns = clock_.now_ns();
 
   std::vector<std::vector<SampledToken>> new_tokens(plan.scheduled.size());
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -179,7 +182,22 @@ Result<std::vector<RequestOutput>> Engine::step() {
   ++counters_.num_steps;
   counters_.num_computed_tokens += plan.num_batched_tokens;
   busy_ns_ += clock_.now_ns() - start_ns;
+  step.schedule_seconds = (scheduled_ns - start_ns) * 1e-9;
+  step.forward_seconds = (forward_done_ns - scheduled_ns) * 1e-9;
+  step.total_seconds = (clock_.now_ns() - start_ns) * 1e-9;
+  step.number = counters_.num_steps;
+  last_step_ = step;
   return outputs;
+}
+
+StepStats Engine::batch_composition(const SchedulerOutput& plan) {
+  StepStats s;
+  for (const ScheduledRequest& sr : plan.scheduled) {
+    const bool prefill = sr.request->num_computed_tokens < sr.request->num_tokens() - 1;
+    (prefill ? s.num_prefill_requests : s.num_decode_requests) += 1;
+    (prefill ? s.num_prefill_tokens : s.num_decode_tokens) += sr.num_tokens;
+  }
+  return s;
 }
 
 void Engine::free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs) {

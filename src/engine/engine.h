@@ -77,6 +77,18 @@ struct RequestSpec {
 };
 // Arrival order is the order of add_request calls.
 
+// One step() that ran the model: its batch composition and where its time went (koi serve
+// exports it as koi:engine_step_*). A request is prefilling while more than one of its tokens
+// is still to compute (its prompt, or its whole sequence again after a preemption).
+struct StepStats {
+  int64_t number = 0;  // the engine's count of model-running steps, this one included
+  int num_prefill_requests = 0, num_decode_requests = 0;
+  int num_prefill_tokens = 0, num_decode_tokens = 0;  // decode tokens include verified drafts
+  double schedule_seconds = 0.0;                      // scheduler_.schedule()
+  double forward_seconds = 0.0;                       // batch building and the model's forward
+  double total_seconds = 0.0;                         // the whole step, sampling included
+};
+
 struct EngineStats {
   int num_running = 0;
   int num_waiting = 0;
@@ -126,6 +138,8 @@ class Engine {
   EngineStats stats() const;
   // The prefix-cache changes since the last call, in order (config.publish_kv_events).
   std::vector<KvEvent> take_kv_events() { return std::exchange(kv_events_, {}); }
+  // The last step() that ran the model (all zero before the first).
+  const StepStats& last_step() const { return last_step_; }
   const KvCacheManager& kv_cache() const { return kv_; }
   // The draft-model proposer; null unless speculation uses a draft model.
   const DraftModelProposer* draft_proposer() const { return draft_.get(); }
@@ -154,6 +168,7 @@ class Engine {
   void propose_drafts();
   // Cuts each constrained request's drafts at the first one its grammar rejects.
   void check_drafts_against_grammar();
+  static StepStats batch_composition(const SchedulerOutput& plan);
   // Drops the draft-model state of requests that finished or were preempted this step.
   void free_drafts(const SchedulerOutput& plan, const std::vector<RequestOutput>& outputs);
 
@@ -174,6 +189,7 @@ class Engine {
   std::vector<KvEvent> kv_events_;
   EngineStats counters_;
   int64_t busy_ns_ = 0;
+  StepStats last_step_;
 };
 
 }  // namespace koi::engine

@@ -114,6 +114,7 @@ void EngineService::loop() {
       continue;
     }
     failed_steps = 0;
+    metrics_.engine_step.observe(engine_.last_step());
     for (engine::RequestOutput& out : *outputs) deliver(std::move(out), step_start);
     if (kv_events_) kv_events_->append(engine_.take_kv_events());
     update_gauges();

@@ -63,6 +63,7 @@ ServeMetrics::ServeMetrics(const std::string& model)
                                                kTokenBuckets).labels({model})),
       request_generation_tokens(registry.histogram("koi:request_generation_tokens", "Generated tokens per request.",
                                                    {"model_name"}, kTokenBuckets).labels({model})),
+      engine_step(registry, model),
       request_success_(registry.counter("koi:request_success", "Finished requests by finish reason.",
                                         {"model_name", "finished_reason"})),
       http_responses_(registry.counter("koi:http_responses", "HTTP responses by status code.", {"model_name", "status"})) {

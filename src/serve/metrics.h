@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/metrics.h"
+#include "serve/step_metrics.h"
 
 namespace koi::serve {
 
@@ -42,6 +43,7 @@ struct ServeMetrics {
   metrics::Counter& request_success(const std::string& finished_reason);
   // koi:http_responses_total{status="400"}: every HTTP response by status.
   metrics::Counter& http_responses(int status);
+  EngineStepMetrics engine_step;  // koi:engine_step_* (step_metrics.h)
 
  private:
   metrics::Family<metrics::Counter> request_success_;

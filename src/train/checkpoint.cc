@@ -238,6 +238,7 @@ Status CheckpointWriter::submit(CheckpointSnapshot snapshot, double stall_ms) {
     const double write_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "checkpoint %s: written in %.1f ms; the step loop paused %.1f ms for its snapshot\n",
                  written_->c_str(), write_ms, stall_ms);
+    if (on_written_) on_written_(write_ms / 1e3);
   });
   return ok_status();
 }

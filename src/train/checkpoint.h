@@ -103,11 +103,15 @@ class CheckpointWriter {
   // Waits for the write in flight; the newest checkpoint written (empty when none) or the
   // error of the last write.
   Result<std::string> finish();
+  // Called on the writer thread after each successful write with its wall time in seconds
+  // (the trainer's koi_train_checkpoint_write_seconds). Set before the first submit().
+  void on_written(std::function<void(double seconds)> f) { on_written_ = std::move(f); }
 
  private:
   std::string run_dir_;
   int keep_;
   std::function<void(int64_t step)> before_commit_;
+  std::function<void(double seconds)> on_written_;
   std::thread thread_;
   Result<std::string> written_ = std::string();  // set by thread_, read after joining it
 };

@@ -375,6 +375,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     std::copy_n(p.token_embd + int64_t{inputs[n]} * C, C, acts_[0].x_in.data() + n * C);
   }
   for (int l = 0; l < c.n_layers; ++l) {
+    const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
     const LayerParams& L = p.layers[static_cast<size_t>(l)];
     LayerActs& a = acts_[static_cast<size_t>(l)];
     // Attention: xn1 = rmsnorm(x_in); q (N, QD), k, v (N, KVD); rope on q and k.
@@ -417,6 +418,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     add_into(x_next, a.x_mid.data(), N * C);
   }
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
+  const trace::Span head_span(trace_, "head", "layer");
   rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
   linear_forward(pool_, probs_.data(), xn_f_.data(), p.output, nullptr, N, C, V);
   pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
@@ -455,6 +457,7 @@ void LlamaTrain::backward(float loss_scale) {
   }
 
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
+  std::optional<trace::Span> head_span(std::in_place, trace_, "head", "layer");
   ensure(dlogits_, N * V);
   pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
@@ -467,7 +470,9 @@ void LlamaTrain::backward(float loss_scale) {
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
   rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
 
+  head_span.reset();
   for (int l = c.n_layers - 1; l >= 0; --l) {
+    const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
     const LayerParams& L = p.layers[static_cast<size_t>(l)];
     const LayerParams& G = g.layers[static_cast<size_t>(l)];
     const LayerActs& a = acts_[static_cast<size_t>(l)];

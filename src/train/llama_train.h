@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "base/trace.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "train/lora.h"
@@ -85,6 +86,9 @@ class LlamaTrain {
   // After forward(): grads += loss_scale * d(sum of the N token losses)/d(params).
   // loss_scale = 1/N gives the gradient of the mean loss.
   void backward(float loss_scale);
+  // Records a span per layer ("layer L") and for the head ("head") inside forward() and
+  // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
+  void set_trace(trace::Recorder* trace) { trace_ = trace; }
 
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
@@ -97,6 +101,7 @@ class LlamaTrain {
 
   model::ModelConfig config_;
   ThreadPool* pool_;
+  trace::Recorder* trace_ = nullptr;
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::optional<LoraAdapters> lora_;

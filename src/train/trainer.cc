@@ -19,7 +19,10 @@
 #include "train/data.h"
 #include "train/data_parallel.h"
 #include "train/finetune.h"
+#include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/timed_communicator.h"
+#include "train/train_metrics.h"
 
 namespace koi::train {
 namespace {
@@ -64,21 +67,6 @@ void append_line(const std::string& path, const std::string& line) {
     std::fclose(f);
   }
 }
-
-// The step metrics in the Prometheus text format, for a textfile collector or any reader
-// of OUT/metrics.prom (the JSON lines of metrics.jsonl stay the run's full history).
-struct StepMetrics {
-  metrics::Registry registry;
-  metrics::Gauge& step = registry.gauge("koi_train_step", "Optimizer steps taken.").labels({});
-  metrics::Gauge& loss = registry.gauge("koi_train_loss", "Training loss of the last step.").labels({});
-  metrics::Gauge& lr = registry.gauge("koi_train_learning_rate", "Learning rate of the last step.").labels({});
-  metrics::Gauge& grad_norm =
-      registry.gauge("koi_train_grad_norm", "Gradient norm of the last step, before clipping.").labels({});
-  metrics::Gauge& tokens_per_second =
-      registry.gauge("koi_train_tokens_per_second", "Training tokens per second in the last step.").labels({});
-  metrics::Gauge& step_seconds = registry.gauge("koi_train_step_seconds", "Wall time of the last step.").labels({});
-  metrics::Gauge& val_loss = registry.gauge("koi_train_val_loss", "Validation loss of the last evaluation.").labels({});
-};
 
 std::string format_duration(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
@@ -288,9 +276,12 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
 }
 
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
-                                 Communicator* comm) {
+                                 Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
-  Communicator& cm = comm != nullptr ? *comm : local;
+  metrics::Registry own_registry;
+  TrainMetrics step_metrics(registry != nullptr ? *registry : own_registry);
+  TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
+  Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
   if (c.batch_size % ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
@@ -345,6 +336,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   ThreadPool pool(c.threads);
   KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
+  model.set_trace(trace);
   DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
   if (ckpt_dir.empty() && base) {
     KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
@@ -377,8 +369,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (ec) return Status::io_error(c.out_dir + ": cannot create the run directory: " + ec.message());
   const std::string metrics = path_join(c.out_dir, "metrics.jsonl");
   const std::string metrics_prom = path_join(c.out_dir, "metrics.prom");
-  StepMetrics step_metrics;
+  const double flops_per_token = train_flops_per_token(model_flops(mc, T), model.lora() != nullptr);
+  const double peak_flops = rank == 0 ? measure_peak_flops(&pool) * ranks : 0.0;  // ranks alike
   if (rank == 0) {
+    step_metrics.model_flops_per_token.set(flops_per_token);
+    step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
         ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
@@ -400,19 +395,30 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // A run killed between a checkpoint's rename and its pruning left one checkpoint too many;
   // honour keep_checkpoints now, since a resumed run may write none (it was already done).
   if (resume && rank == 0) prune_checkpoints(c.out_dir, c.keep_checkpoints);
+  writer.on_written([&step_metrics, trace](double seconds) {
+    step_metrics.checkpoint_write.observe(seconds);
+    if (trace == nullptr) return;
+    const auto end = trace::Recorder::Clock::now();
+    const auto took = std::chrono::duration_cast<trace::Recorder::Clock::duration>(std::chrono::duration<double>(seconds));
+    trace->record("checkpoint write", "checkpoint", end - took, end, 1);
+  });
+  if (trace) trace->name_track(0, "step loop"), trace->name_track(1, "checkpoint writer");
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
     saved_step = state.step;
+    trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     return opt.with_full_state([&](AdamW& full) -> Status {
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
       CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
-      return writer.submit(std::move(snapshot),
-                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      step_metrics.checkpoint_snapshot.observe(stall_s);
+      return writer.submit(std::move(snapshot), stall_s * 1e3);
     });
   };
   auto evaluate = [&](bool with_train) -> Status {
+    trace::Span span(trace, "evaluate", "eval");
     KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
@@ -442,22 +448,41 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
-      loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+      {
+        trace::Span span(trace, "forward", "compute");
+        loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+      }
+      trace::Span span(trace, "backward", "compute");
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
     step_stats[0] = loss;
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
-    KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
+    {
+      trace::Span span(trace, "allreduce grads", "collective");
+      KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
+    }
+    {
+      trace::Span span(trace, "allreduce loss and step times", "collective");
+      KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
+    }
     loss = step_stats[0] / B / c.grad_accum;
-    const float norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+    float norm;
+    {
+      trace::Span span(trace, "clip grad norm", "optimizer");
+      norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+    }
     const float lr = lr_at(c.schedule, state.step);
-    KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+    {
+      trace::Span span(trace, "optimizer", "optimizer");
+      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+    }
     ++state.step;
 
-    const double step_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t_end = std::chrono::steady_clock::now();
+    const double step_secs = std::chrono::duration<double>(t_end - t0).count();
+    if (trace) trace->record("step", "step", t0, t_end, 0, fmt::format("\"step\":{}", state.step));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double avg = elapsed / static_cast<double>(state.step - first_step);
     const double tok_s = static_cast<double>(B) * T * c.grad_accum / step_secs;
@@ -469,6 +494,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.grad_norm.set(norm);
       step_metrics.tokens_per_second.set(tok_s);
       step_metrics.step_seconds.set(step_secs);
+      step_metrics.step_duration.observe(step_secs);
+      step_metrics.tokens.inc(static_cast<double>(B) * T * c.grad_accum);
+      step_metrics.model_flops_per_second.set(flops_per_token * tok_s);
+      step_metrics.mfu.set(peak_flops > 0.0 ? flops_per_token * tok_s / peak_flops : 0.0);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
         std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,

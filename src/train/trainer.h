@@ -35,7 +35,9 @@
 #include <string>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/status.h"
+#include "base/trace.h"
 #include "model/model_config.h"
 #include "train/collectives.h"
 #include "train/lora.h"
@@ -90,8 +92,16 @@ struct TrainResult {
 };
 
 // comm: the data-parallel ranks (nullptr: this process alone). Every rank calls it with the
-// same config; *stop on any rank stops them all at the same step.
+// same config; *stop on any rank stops them all at the same step. registry: where rank 0
+// exports the run's metrics (train_metrics.h; `koi train --metrics-port` serves it); nullptr:
+// a registry of the run's own, still written to OUT/metrics.prom. trace: where this rank
+// records its profile (`koi train --profile`): per step a "step" span (the interval
+// koi_train_step_seconds measures) holding forward and backward per micro-batch (each with
+// a span per layer and the head, from LlamaTrain), the
+// collectives, gradient clipping and the optimizer; then checkpoint snapshots and
+// evaluations on the step loop's track (0) and checkpoint writes on the writer's (1).
 Result<TrainResult> run_training(const TrainConfig& config, bool resume, const std::atomic<bool>* stop,
-                                 Communicator* comm = nullptr);
+                                 Communicator* comm = nullptr, metrics::Registry* registry = nullptr,
+                                 trace::Recorder* trace = nullptr);
 
 }  // namespace koi::train

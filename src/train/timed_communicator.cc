@@ -1,0 +1,32 @@
+#include "train/timed_communicator.h"
+
+namespace koi::train {
+
+TimedCommunicator::TimedCommunicator(Communicator& inner, TrainMetrics& metrics)
+    : inner_(inner),
+      allreduce_{&metrics.collective_seconds.labels({"allreduce"}), &metrics.collectives.labels({"allreduce"})},
+      allgather_{&metrics.collective_seconds.labels({"allgather"}), &metrics.collectives.labels({"allgather"})},
+      broadcast_{&metrics.collective_seconds.labels({"broadcast"}), &metrics.collectives.labels({"broadcast"})},
+      barrier_{&metrics.collective_seconds.labels({"barrier"}), &metrics.collectives.labels({"barrier"})} {}
+
+Status TimedCommunicator::allreduce_sum(float* data, int64_t n, std::string_view what) {
+  return timed(allreduce_, [&] { return inner_.allreduce_sum(data, n, what); });
+}
+
+Status TimedCommunicator::allreduce_sum(double* data, int64_t n, std::string_view what) {
+  return timed(allreduce_, [&] { return inner_.allreduce_sum(data, n, what); });
+}
+
+Status TimedCommunicator::allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) {
+  return timed(allgather_, [&] { return inner_.allgather(data, counts, what); });
+}
+
+Status TimedCommunicator::broadcast(void* data, int64_t bytes, int root, std::string_view what) {
+  return timed(broadcast_, [&] { return inner_.broadcast(data, bytes, root, what); });
+}
+
+Status TimedCommunicator::barrier(std::string_view what) {
+  return timed(barrier_, [&] { return inner_.barrier(what); });
+}
+
+}  // namespace koi::train
