@@ -1,5 +1,5 @@
-// The forward pass against an independent oracle: tiny random Llama-family models in
-// Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
+// The forward pass against an independent oracle: tiny random Llama-family models (Llama,
+// Llama 3 rope scaling, Mistral, Qwen2, Qwen3 with per-head Q/K norms) in Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
 // float64 logits are the reference. Koi must match them within 1e-4 relative error
 // (max |koi - ref| / max |ref| over each prompt's logits), loading the HF directory directly
 // and after conversion to GGUF at f32; q8_0 and q4_0 GGUF conversions must stay within the
@@ -172,14 +172,62 @@ TEST_P(PerModel, GgufAtEachTypeMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
-                         ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16"));
+                         ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
+                                           "qwen3_qknorm", "qwen3_tied"));
+
+// The GGUF Koi writes for Qwen3 is what llama.cpp reads: architecture qwen3, the per-head
+// norms as blk.N.attn_q_norm / attn_k_norm of [head_dim], the head width as key_length.
+TEST_F(ModelReferenceTest, Qwen3GgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "qwen3_qknorm"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto arch = file->get_string("general.architecture");
+  auto key_length = file->get_int("qwen3.attention.key_length");
+  ASSERT_TRUE(arch.ok() && key_length.ok());
+  EXPECT_EQ(*arch, "qwen3");
+  EXPECT_EQ(*key_length, 24);
+  for (const char* name : {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight", "blk.1.attn_q_norm.weight",
+                           "blk.1.attn_k_norm.weight"}) {
+    const GgufTensorInfo* t = file->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->view.type, DType::kF32) << name;
+    EXPECT_EQ(t->view.n_dims, 1) << name;
+    EXPECT_EQ(t->view.ne[0], 24) << name;
+  }
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q.bias"), nullptr);
+}
+
+// The norms are what makes these Qwen3 logits: skipping them puts Koi far outside tolerance,
+// so the comparison above is not passing by accident.
+TEST_F(ModelReferenceTest, Qwen3WithoutQkNormDoesNotMatch) {
+  std::string d = path_join(dir_, "qwen3_qknorm");
+  auto loaded = load_hf_weights(d);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  loaded->config.qk_norm = false;
+  EXPECT_GT(worst_error(std::move(*loaded), load_reference(d)).max_rel, 1e-2);
+}
+
+TEST_F(ModelReferenceTest, Qwen3MissingQkNormIsAClearError) {
+  auto loaded = load_hf_weights(path_join(dir_, "qwen3_qknorm"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  loaded->weights.layers[1].attn_k_norm = TensorView{};
+  Status st = validate_weights(loaded->config, loaded->weights);
+  EXPECT_EQ(st.message(), "tensor blk.1.attn_k_norm is missing");
+}
+
+TEST_F(ModelReferenceTest, SlidingWindowIsRefused) {
+  auto c = parse_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"hidden_size":8,"num_hidden_layers":1,
+      "num_attention_heads":2,"intermediate_size":16,"vocab_size":10,"use_sliding_window":true,"sliding_window":4})",
+                           "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "x/config.json: use_sliding_window is true; Koi does not run sliding-window attention");
+}
 
 TEST_F(ModelReferenceTest, UnsupportedArchitectureIsAClearError) {
   auto c = parse_hf_config(R"({"architectures":["GPT2LMHeadModel"],"hidden_size":8})", "x/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "x/config.json: architecture 'GPT2LMHeadModel' is not supported; Koi runs LlamaForCausalLM, "
-            "MistralForCausalLM and Qwen2ForCausalLM");
+            "MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM");
 }
 
 TEST_F(ModelReferenceTest, MissingFieldIsAClearError) {

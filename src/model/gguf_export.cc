@@ -120,10 +120,13 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     writer.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
 
-  // The target layout: "llama" files rotate interleaved pairs, "qwen2" files rotate halves.
+  // The target layout: "llama" files rotate interleaved pairs, "qwen2"/"qwen3" files rotate halves.
   const bool permute_qk = a == "llama" && c.rope_style == kernels::RopeStyle::kNeox;
-  if (a == "qwen2" && c.rope_style != kernels::RopeStyle::kNeox) {
-    return Status::unsupported("export: a qwen2 model with interleaved rope cannot be written as GGUF qwen2");
+  if (a != "llama" && c.rope_style != kernels::RopeStyle::kNeox) {
+    return Status::unsupported("export: a " + a + " model with interleaved rope cannot be written as GGUF " + a);
+  }
+  if (c.qk_norm != (a == "qwen3")) {
+    return Status::unsupported("export: GGUF " + a + (c.qk_norm ? " has no" : " needs") + " per-head Q/K norms");
   }
 
   ExportStats stats;
@@ -167,6 +170,8 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     add(p + "attn_q.bias", L.bq, false, permute_qk ? c.n_heads : 0);
     add(p + "attn_k.bias", L.bk, false, permute_qk ? c.n_kv_heads : 0);
     add(p + "attn_v.bias", L.bv, false, 0);
+    add(p + "attn_q_norm.weight", L.attn_q_norm, false, 0);
+    add(p + "attn_k_norm.weight", L.attn_k_norm, false, 0);
     add(p + "ffn_norm.weight", L.ffn_norm, false, 0);
     add(p + "ffn_gate.weight", L.w_gate, true, 0);
     add(p + "ffn_up.weight", L.w_up, true, 0);

@@ -17,6 +17,15 @@ void add_bias(float* y, const TensorView& bias, int64_t n_tokens, int64_t width)
   for (int64_t t = 0; t < n_tokens; ++t) kernels::axpy(1.0f, bias.f32(), y + t * width, width);
 }
 
+// Qwen3's per-head norm: each of the n_heads heads of head_dim values in each of the
+// n_tokens rows of x (width n_heads * head_dim) is RMS-normalised with `weight`, in place.
+void per_head_rmsnorm(float* x, const TensorView& weight, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                      float eps) {
+  for (int64_t r = 0; r < n_tokens * n_heads; ++r) {
+    kernels::rmsnorm(x + r * head_dim, weight.f32(), x + r * head_dim, head_dim, eps);
+  }
+}
+
 Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne,
                     bool f32_only) {
   TensorView want = make_view(DType::kF32, ne, nullptr);
@@ -58,6 +67,10 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
       KOI_RETURN_IF_ERROR(check_tensor(L.bq, p + "attn_q.bias", {c.q_dim()}, true));
       KOI_RETURN_IF_ERROR(check_tensor(L.bk, p + "attn_k.bias", {c.kv_dim()}, true));
       KOI_RETURN_IF_ERROR(check_tensor(L.bv, p + "attn_v.bias", {c.kv_dim()}, true));
+    }
+    if (c.qk_norm) {
+      KOI_RETURN_IF_ERROR(check_tensor(L.attn_q_norm, p + "attn_q_norm", {c.head_dim}, true));
+      KOI_RETURN_IF_ERROR(check_tensor(L.attn_k_norm, p + "attn_k_norm", {c.head_dim}, true));
     }
     KOI_RETURN_IF_ERROR(check_tensor(L.ffn_norm, p + "ffn_norm", {c.dim}, true));
     KOI_RETURN_IF_ERROR(check_tensor(L.w_gate, p + "ffn_gate", {c.dim, c.ffn_dim}, false));
@@ -146,6 +159,10 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     add_bias(q_.data(), L.bq, T, qd);
     add_bias(k_.data(), L.bk, T, kvd);
     add_bias(v_.data(), L.bv, T, kvd);
+    if (c.qk_norm) {  // Qwen3: per-head Q/K RMSNorm, before rope
+      per_head_rmsnorm(q_.data(), L.attn_q_norm, T, c.n_heads, c.head_dim, c.norm_eps);
+      per_head_rmsnorm(k_.data(), L.attn_k_norm, T, c.n_kv_heads, c.head_dim, c.norm_eps);
+    }
     for (int64_t t = 0; t < T; ++t) {
       const int32_t pos = batch.positions[t];
       kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);

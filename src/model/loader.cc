@@ -88,6 +88,8 @@ constexpr LayerTensor kLayerTensors[] = {
     {&LayerWeights::bq, {"attn_q.bias", "self_attn.q_proj.bias"}},
     {&LayerWeights::bk, {"attn_k.bias", "self_attn.k_proj.bias"}},
     {&LayerWeights::bv, {"attn_v.bias", "self_attn.v_proj.bias"}},
+    {&LayerWeights::attn_q_norm, {"attn_q_norm.weight", "self_attn.q_norm.weight"}},
+    {&LayerWeights::attn_k_norm, {"attn_k_norm.weight", "self_attn.k_norm.weight"}},
     {&LayerWeights::ffn_norm, {"ffn_norm.weight", "post_attention_layernorm.weight"}},
     {&LayerWeights::w_gate, {"ffn_gate.weight", "mlp.gate_proj.weight"}},
     {&LayerWeights::w_up, {"ffn_up.weight", "mlp.up_proj.weight"}},
@@ -151,9 +153,9 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   ModelConfig c;
   c.arch = arch;
-  if (arch != "llama" && arch != "qwen2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
     return Status::unsupported(g.path() + ": architecture '" + arch +
-                               "' is not supported; Koi runs GGUF architectures llama and qwen2");
+                               "' is not supported; Koi runs GGUF architectures llama, qwen2 and qwen3");
   }
   const std::string& file = g.path();
   // An integer setting: required ones must be there, optional ones keep `fallback`.
@@ -199,6 +201,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_RETURN_IF_ERROR(get_positive("rope.freq_base", &c.rope_theta));
   c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
   c.qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
   KOI_ASSIGN_OR_RETURN(c.n_vocab, setting(file, "the rows of token_embd.weight (the vocabulary)", embd->view.ne[1]));
@@ -281,9 +284,13 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
     c.arch = "qwen2";
     c.qkv_bias = true;
+  } else if (arch_name == "Qwen3ForCausalLM" || arch_name == "qwen3") {
+    c.arch = "qwen3";
+    c.qk_norm = true;
   } else {
     return Status::unsupported(file_name + ": architecture '" + arch_name +
-                               "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM");
+                               "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM "
+                               "and Qwen3ForCausalLM");
   }
   KOI_ASSIGN_OR_RETURN(c.dim, integer("hidden_size"));
   KOI_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers"));
@@ -300,6 +307,11 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   KOI_RETURN_IF_ERROR(real("rope_theta", 10000.0, &c.rope_theta));
   if (const json::value* b = o.if_contains("attention_bias"); b && b->is_bool() && b->as_bool()) c.qkv_bias = true;
   if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tied_embeddings = t->as_bool();
+  // Qwen2/Qwen3 configs carry sliding_window but only use it with use_sliding_window: true,
+  // which Koi does not run; refusing beats silently attending to the whole context.
+  if (const json::value* sw = o.if_contains("use_sliding_window"); sw && sw->is_bool() && sw->as_bool()) {
+    return Status::unsupported(file_name + ": use_sliding_window is true; Koi does not run sliding-window attention");
+  }
   c.rope_style = kernels::RopeStyle::kNeox;
   if (const json::value* rs = o.if_contains("rope_scaling"); rs && rs->is_object()) {
     const json::object& r = rs->as_object();
@@ -367,7 +379,7 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
   };
   to_f32(w.output_norm);
   for (LayerWeights& L : w.layers) {
-    for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv}) to_f32(*t);
+    for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.attn_q_norm, &L.attn_k_norm}) to_f32(*t);
   }
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(dir);
   return out;

@@ -9,9 +9,9 @@ Status ModelConfig::validate() const {
   auto bad = [](const std::string& what) {
     return Status::invalid_argument("model config: " + what);
   };
-  if (arch != "llama" && arch != "qwen2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
     return Status::unsupported("model config: architecture '" + arch +
-                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2)");
+                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2, qwen3)");
   }
   if (n_vocab <= 0) return bad("vocabulary size must be positive, got " + std::to_string(n_vocab));
   if (dim <= 0) return bad("hidden size must be positive, got " + std::to_string(dim));
@@ -73,6 +73,7 @@ int64_t ModelConfig::num_parameters() const {
   int64_t per_layer = 2LL * dim + static_cast<int64_t>(dim) * (q_dim() + 2LL * kv_dim()) +
                       static_cast<int64_t>(q_dim()) * dim + 3LL * dim * ffn_dim;
   if (qkv_bias) per_layer += q_dim() + 2LL * kv_dim();
+  if (qk_norm) per_layer += 2LL * head_dim;
   int64_t total = per_layer * n_layers + static_cast<int64_t>(n_vocab) * dim + dim;
   if (!tied_embeddings) total += static_cast<int64_t>(n_vocab) * dim;
   return total;

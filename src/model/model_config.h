@@ -1,5 +1,5 @@
 // ModelConfig: the shape and hyper-parameters of a Llama-family model (Llama 1/2/3,
-// Mistral, Qwen2, SmolLM, TinyLlama), whatever file it came from. Plain value type.
+// Mistral, Qwen2, Qwen3, SmolLM, TinyLlama), whatever file it came from. Plain value type.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,9 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // "llama" (Llama, Mistral, SmolLM, TinyLlama) or "qwen2"
+  // "llama" (Llama, Mistral, SmolLM, TinyLlama), "qwen2" or "qwen3"; also the GGUF
+  // general.architecture the model is written as.
+  std::string arch = "llama";
   std::string name;
   int n_vocab = 0;
   int dim = 0;
@@ -39,6 +41,8 @@ struct ModelConfig {
   std::vector<float> rope_factors;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  // Qwen3: each head of Q and K is RMS-normalised (weights [head_dim]) before rope.
+  bool qk_norm = false;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
 
   int q_dim() const { return n_heads * head_dim; }

@@ -132,6 +132,9 @@ Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPo
   if (config.rope_scaling.enabled || !config.rope_factors.empty()) {
     return Status::unsupported("training a model with rope scaling is not supported; train without it");
   }
+  if (config.qk_norm) {
+    return Status::unsupported("training a model with per-head Q/K norms (" + config.arch + ") is not supported");
+  }
   LlamaTrain m(config, pool);
   m.layout_ = param_layout(config);
   const int64_t total = m.layout_.back().offset + m.layout_.back().size;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Makes tiny random Llama-family models in Hugging Face format and their reference logits.
+"""Makes tiny random Llama-family models (Llama, Mistral, Qwen2, Qwen3) in Hugging Face format
+and their reference logits.
 
 Usage: /usr/bin/python3 tiny_models.py OUT_DIR
 
@@ -27,6 +28,16 @@ MODELS = {
                       {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "F32"),
     "mistral_bf16": ("MistralForCausalLM", 64, 2, 4, 1, 96, 256, False, 1e6, False, None, "BF16"),
+    # Qwen3: per-head Q/K RMSNorm and a head_dim that is not hidden / heads (as in Qwen3-0.6B,
+    # 16 heads of 128 over a hidden size of 1024).
+    "qwen3_qknorm": ("Qwen3ForCausalLM", 64, 2, 4, 2, 128, 288, False, 1e6, False, None, "F32"),
+    "qwen3_tied": ("Qwen3ForCausalLM", 64, 2, 8, 2, 96, 256, True, 1e6, False, None, "F32"),
+}
+
+# config.json fields beyond the common ones, per model.
+EXTRA_CONFIG = {
+    "qwen3_qknorm": {"head_dim": 24, "attention_bias": False, "use_sliding_window": False, "sliding_window": None},
+    "qwen3_tied": {"head_dim": 8, "attention_bias": False},
 }
 
 
@@ -80,8 +91,9 @@ def rotate_half(x):
 
 
 def forward(cfg, W, ids):
+    """The decoder as transformers' modeling_llama / modeling_qwen2 / modeling_qwen3 define it."""
     hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = hidden // heads
+    hd = cfg.get("head_dim") or hidden // heads
     eps = cfg["rms_norm_eps"]
     T = len(ids)
     x = W["model.embed_tokens.weight"][torch.tensor(ids)]
@@ -98,8 +110,13 @@ def forward(cfg, W, ids):
             b = W.get(p + f"self_attn.{name}.bias")
             return y + b if b is not None else y
 
-        q = proj("q_proj").view(T, heads, hd).transpose(0, 1)
-        k = proj("k_proj").view(T, kv_heads, hd).transpose(0, 1)
+        q = proj("q_proj").view(T, heads, hd)
+        k = proj("k_proj").view(T, kv_heads, hd)
+        if p + "self_attn.q_norm.weight" in W:
+            # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm over head_dim) on each head, then rope.
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
         v = proj("v_proj").view(T, kv_heads, hd).transpose(0, 1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -120,13 +137,15 @@ def forward(cfg, W, ids):
 def make(out_dir, name, spec, seed):
     arch, hidden, layers, heads, kv_heads, ffn, vocab, tied, theta, bias, scaling, dtype = spec
     g = torch.Generator().manual_seed(seed)
-    hd = hidden // heads
+    extra = EXTRA_CONFIG.get(name, {})
+    hd = extra.get("head_dim") or hidden // heads
     cfg = {"architectures": [arch], "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
            "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": theta, "tie_word_embeddings": tied,
            "torch_dtype": "float32" if dtype == "F32" else "bfloat16"}
     if scaling:
         cfg["rope_scaling"] = scaling
+    cfg.update(extra)
 
     def rand(*shape, scale=0.08):
         return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
@@ -147,6 +166,9 @@ def make(out_dir, name, spec, seed):
             W[p + "self_attn.q_proj.bias"] = rand(heads * hd, scale=0.5)
             W[p + "self_attn.k_proj.bias"] = rand(kv_heads * hd, scale=0.5)
             W[p + "self_attn.v_proj.bias"] = rand(kv_heads * hd, scale=0.5)
+        if arch == "Qwen3ForCausalLM":
+            W[p + "self_attn.q_norm.weight"] = 1.0 + rand(hd, scale=0.3)
+            W[p + "self_attn.k_norm.weight"] = 1.0 + rand(hd, scale=0.3)
         W[p + "mlp.gate_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.up_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.down_proj.weight"] = rand(hidden, ffn)
