@@ -132,8 +132,8 @@ Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPo
   if (config.rope_scaling.enabled || !config.rope_factors.empty()) {
     return Status::unsupported("training a model with rope scaling is not supported; train without it");
   }
-  if (config.qk_norm) {
-    return Status::unsupported("training a model with per-head Q/K norms (" + config.arch + ") is not supported");
+  if (config.qk_norm || config.arch == "gemma2") {
+    return Status::unsupported("training a " + config.arch + " model is not supported (per-head or post norms, GeGLU)");
   }
   LlamaTrain m(config, pool);
   m.layout_ = param_layout(config);
