@@ -175,11 +175,14 @@ void set_gemma2_defaults(ModelConfig& c) {
 
 // ---- GGUF -------------------------------------------------------------------------------
 
-// Gemma 2's settings in llama.cpp's keys. The attention scale has no gemma2 key in llama.cpp
-// (it uses 1/sqrt(head_dim)); Koi reads the generic "<arch>.attention.scale" when present.
+// Gemma 2's settings in llama.cpp's keys. The attention scale has no gemma2 key in llama.cpp,
+// which uses 1/sqrt(head_dim), or 1/sqrt(dim / heads) for the 46-layer 27B model (its
+// query_pre_attn_scalar); Koi does the same unless the file has "gemma2.attention.scale",
+// which Koi writes for other scales.
 Status gemma2_from_gguf(const GgufFile& g, ModelConfig& c) {
   const std::string& file = g.path();
   set_gemma2_defaults(c);
+  if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
   for (auto [key, out] : {std::pair{"gemma2.attn_logit_softcapping", &c.attn_softcap},
                           std::pair{"gemma2.final_logit_softcapping", &c.final_softcap},
                           std::pair{"gemma2.attention.scale", &c.attn_scale}}) {
