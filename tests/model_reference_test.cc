@@ -172,6 +172,20 @@ TEST_P(PerModel, GgufAtEachTypeMatchesPyTorch) {
   }
 }
 
+// The same through the command line: `koi convert --hf DIR --type f32` (weights and
+// tokenizer), then the GGUF it wrote is loaded and run.
+TEST_P(PerModel, KoiConvertGgufMatchesPyTorch) {
+  const std::string d = path_join(dir_, GetParam()), out = d + ".koi-convert.gguf";
+  const std::string cmd = std::string(KOI_BINARY_DIR) + "/koi convert --hf " + d + " --type f32 -o " + out + " > " + d +
+                          ".koi-convert.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "koi convert failed; see " << d << ".koi-convert.log";
+  auto loaded = load_gguf_weights(out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  Error err = worst_error(std::move(*loaded), load_reference(d));
+  EXPECT_LT(err.max_rel, kF32Tolerance);
+  std::printf("%s koi convert f32: max relative error %.3g\n", GetParam(), err.max_rel);
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
                          ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
                                            "qwen3_qknorm", "qwen3_tied", "gemma2_swa"));
