@@ -34,7 +34,7 @@ MODELS = {
     "qwen3_tied": ("Qwen3ForCausalLM", 64, 2, 8, 2, 96, 256, True, 1e6, False, None, "F32"),
     # Gemma 2: three layers (sliding, global, sliding) with a window of 5, shorter than the
     # longest prompt (35), and soft-caps small enough to bend these random logits.
-    "gemma2_swa": ("Gemma2ForCausalLM", 64, 3, 4, 2, 128, 256, True, 10000.0, False, None, "F32"),
+    "gemma2_swa": ("Gemma2ForCausalLM", 64, 3, 4, 2, 128, 288, True, 10000.0, False, None, "F32"),
 }
 
 # config.json fields beyond the common ones, per model.
