@@ -2,6 +2,7 @@
 koi_add_test(model_reference_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_reference_test.cc
   DEPS koi_model LABEL integration)
+add_dependencies(model_reference_test koi)  # runs `koi convert` on each tiny model
 
 # Engine over real forward passes: batch invariance, prefix caching.
 koi_add_test(engine_batch_test

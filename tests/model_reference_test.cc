@@ -1,5 +1,6 @@
-// The forward pass against an independent oracle: tiny random Llama-family models in
-// Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
+// The forward pass against an independent oracle: tiny random Llama-family models (Llama,
+// Llama 3 rope scaling, Mistral, Qwen2, Qwen3 with per-head Q/K norms, Gemma 2 with GeGLU,
+// post-norms, soft-caps and sliding-window layers) in Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
 // float64 logits are the reference. Koi must match them within 1e-4 relative error
 // (max |koi - ref| / max |ref| over each prompt's logits), loading the HF directory directly
 // and after conversion to GGUF at f32; q8_0 and q4_0 GGUF conversions must stay within the
@@ -171,15 +172,138 @@ TEST_P(PerModel, GgufAtEachTypeMatchesPyTorch) {
   }
 }
 
+// The same through the command line: `koi convert --hf DIR --type f32` (weights and
+// tokenizer), then the GGUF it wrote is loaded and run.
+TEST_P(PerModel, KoiConvertGgufMatchesPyTorch) {
+  const std::string d = path_join(dir_, GetParam()), out = d + ".koi-convert.gguf";
+  const std::string cmd = std::string(KOI_BINARY_DIR) + "/koi convert --hf " + d + " --type f32 -o " + out + " > " + d +
+                          ".koi-convert.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "koi convert failed; see " << d << ".koi-convert.log";
+  auto loaded = load_gguf_weights(out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  Error err = worst_error(std::move(*loaded), load_reference(d));
+  EXPECT_LT(err.max_rel, kF32Tolerance);
+  std::printf("%s koi convert f32: max relative error %.3g\n", GetParam(), err.max_rel);
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
-                         ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16"));
+                         ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
+                                           "qwen3_qknorm", "qwen3_tied", "gemma2_swa"));
+
+// Each Gemma 2 feature changes these logits: turning any one off in Koi puts it far outside
+// the tolerance, so the match above checks all of them, the window at positions past it
+// (the longest prompt has 35 tokens, the window is 5).
+TEST_F(ModelReferenceTest, Gemma2FeaturesEachMatter) {
+  const std::string d = path_join(dir_, "gemma2_swa");
+  const Reference ref = load_reference(d);
+  const std::vector<std::pair<const char*, void (*)(ModelConfig&)>> ablations = {
+      {"no sliding window", [](ModelConfig& c) { c.sliding_window = 0; }},
+      {"every layer sliding", [](ModelConfig& c) { c.sliding_pattern = 1000; }},
+      {"no attention soft-cap", [](ModelConfig& c) { c.attn_softcap = 0; }},
+      {"no final soft-cap", [](ModelConfig& c) { c.final_softcap = 0; }},
+      {"default attention scale", [](ModelConfig& c) { c.attn_scale = 0; }},
+      {"no embedding scale", [](ModelConfig& c) { c.embedding_scale = 1; }},
+      {"SwiGLU", [](ModelConfig& c) { c.ffn_activation = FfnActivation::kSilu; }},
+      {"no post-norms", [](ModelConfig& c) { c.post_norms = false; }},
+  };
+  for (const auto& [what, change] : ablations) {
+    auto loaded = load_hf_weights(d);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    change(loaded->config);
+    const double err = worst_error(std::move(*loaded), ref).max_rel;
+    EXPECT_GT(err, 1e-2) << what;
+    std::printf("gemma2 with %s: max relative error %.3g\n", what, err);
+  }
+}
+
+// The GGUF Koi writes for Gemma 2 has llama.cpp's names and keys, and its norms hold the
+// factor (1 + w), as llama.cpp's converter writes them.
+TEST_F(ModelReferenceTest, Gemma2GgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "gemma2_swa"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto arch = file->get_string("general.architecture");
+  auto window = file->get_int("gemma2.attention.sliding_window");
+  auto attn_cap = file->get_float("gemma2.attn_logit_softcapping");
+  auto final_cap = file->get_float("gemma2.final_logit_softcapping");
+  ASSERT_TRUE(arch.ok() && window.ok() && attn_cap.ok() && final_cap.ok());
+  EXPECT_EQ(*arch, "gemma2");
+  EXPECT_EQ(*window, 5);
+  EXPECT_FLOAT_EQ(*attn_cap, 2.5f);
+  EXPECT_FLOAT_EQ(*final_cap, 10.0f);
+  for (const char* name : {"blk.2.attn_norm.weight", "blk.2.post_attention_norm.weight", "blk.2.ffn_norm.weight",
+                           "blk.2.post_ffw_norm.weight"}) {
+    const GgufTensorInfo* t = file->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_EQ(t->view.ne[0], 64) << name;
+    double mean = 0;
+    for (int i = 0; i < 64; ++i) mean += t->view.f32()[i] / 64;
+    EXPECT_NEAR(mean, 1.0, 0.15) << name << " holds 1 + w";  // w ~ N(0, 0.3^2)
+  }
+  EXPECT_EQ(file->find_tensor("output.weight"), nullptr);  // tied
+}
+
+TEST_F(ModelReferenceTest, Gemma2OtherActivationIsRefused) {
+  auto c = parse_hf_config(R"({"architectures":["Gemma2ForCausalLM"],"hidden_size":8,"num_hidden_layers":1,
+      "num_attention_heads":2,"intermediate_size":16,"vocab_size":10,"head_dim":4,"hidden_activation":"relu"})",
+                           "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "x/config.json: hidden_activation \"relu\" is not supported; Gemma 2 runs with gelu_pytorch_tanh");
+}
+
+// The GGUF Koi writes for Qwen3 is what llama.cpp reads: architecture qwen3, the per-head
+// norms as blk.N.attn_q_norm / attn_k_norm of [head_dim], the head width as key_length.
+TEST_F(ModelReferenceTest, Qwen3GgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "qwen3_qknorm"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto arch = file->get_string("general.architecture");
+  auto key_length = file->get_int("qwen3.attention.key_length");
+  ASSERT_TRUE(arch.ok() && key_length.ok());
+  EXPECT_EQ(*arch, "qwen3");
+  EXPECT_EQ(*key_length, 24);
+  for (const char* name : {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight", "blk.1.attn_q_norm.weight",
+                           "blk.1.attn_k_norm.weight"}) {
+    const GgufTensorInfo* t = file->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->view.type, DType::kF32) << name;
+    EXPECT_EQ(t->view.n_dims, 1) << name;
+    EXPECT_EQ(t->view.ne[0], 24) << name;
+  }
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q.bias"), nullptr);
+}
+
+// The norms are what makes these Qwen3 logits: skipping them puts Koi far outside tolerance,
+// so the comparison above is not passing by accident.
+TEST_F(ModelReferenceTest, Qwen3WithoutQkNormDoesNotMatch) {
+  std::string d = path_join(dir_, "qwen3_qknorm");
+  auto loaded = load_hf_weights(d);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  loaded->config.qk_norm = false;
+  EXPECT_GT(worst_error(std::move(*loaded), load_reference(d)).max_rel, 1e-2);
+}
+
+TEST_F(ModelReferenceTest, Qwen3MissingQkNormIsAClearError) {
+  auto loaded = load_hf_weights(path_join(dir_, "qwen3_qknorm"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  loaded->weights.layers[1].attn_k_norm = TensorView{};
+  Status st = validate_weights(loaded->config, loaded->weights);
+  EXPECT_EQ(st.message(), "tensor blk.1.attn_k_norm is missing");
+}
+
+TEST_F(ModelReferenceTest, SlidingWindowIsRefused) {
+  auto c = parse_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"hidden_size":8,"num_hidden_layers":1,
+      "num_attention_heads":2,"intermediate_size":16,"vocab_size":10,"use_sliding_window":true,"sliding_window":4})",
+                           "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "x/config.json: use_sliding_window is true; Koi does not run sliding-window attention");
+}
 
 TEST_F(ModelReferenceTest, UnsupportedArchitectureIsAClearError) {
   auto c = parse_hf_config(R"({"architectures":["GPT2LMHeadModel"],"hidden_size":8})", "x/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "x/config.json: architecture 'GPT2LMHeadModel' is not supported; Koi runs LlamaForCausalLM, "
-            "MistralForCausalLM and Qwen2ForCausalLM");
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Gemma2ForCausalLM");
 }
 
 TEST_F(ModelReferenceTest, MissingFieldIsAClearError) {

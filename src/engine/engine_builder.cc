@@ -39,8 +39,8 @@ int64_t weight_bytes(const model::ModelWeights& w) {
   add(w.output_norm);
   add(w.output);
   for (const model::LayerWeights& l : w.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.ffn_norm,
-                                &l.w_gate, &l.w_up, &l.w_down}) {
+    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.attn_q_norm,
+                                &l.attn_k_norm, &l.attn_post_norm, &l.ffn_norm, &l.ffn_post_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       add(*t);
     }
   }

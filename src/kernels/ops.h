@@ -51,6 +51,13 @@ void softmax(float* x, int64_t n);
 // In place: gate[i] = silu(gate[i]) * up[i].
 void silu_mul(float* gate, const float* up, int64_t n);
 
+// In place: gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (PyTorch's
+// approximate="tanh", Gemma's gelu_pytorch_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
+// In place: x[i] = cap * tanh(x[i] / cap) (Gemma 2's attention and final logit soft-capping).
+void softcap(float* x, int64_t n, float cap);
+
 // out[i] = 1 / (1 + exp(-x[i])). out may alias x.
 void sigmoid(const float* x, float* out, int64_t n);
 

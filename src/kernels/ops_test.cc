@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <vector>
 
 #include "base/random.h"
@@ -115,6 +116,40 @@ TEST(Ops, SiluMul) {
     silu_mul(gate.data(), up.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       EXPECT_NEAR(gate[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-30) << i;
+    }
+  });
+}
+
+TEST(Ops, GeluTanhMul) {
+  Rng rng(6);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> gate = random_floats(rng, n, 8.0f), up = random_floats(rng, n, 2.0f);
+    if (n > 2) {  // tanh saturates: gelu(x) -> x, gelu(-x) -> 0
+      gate[0] = -60.0f;
+      gate[1] = 60.0f;
+    }
+    std::vector<double> expected(gate.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = gate[i];
+      expected[i] = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x))) * up[i];
+    }
+    gelu_tanh_mul(gate.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(gate[i], expected[i], 1e-5 * std::fabs(expected[i]) + 1e-6) << i << " x=" << gate[i];
+    }
+  });
+}
+
+TEST(Ops, Softcap) {
+  Rng rng(7);
+  for_levels_and_sizes([&](int64_t n) {
+    std::vector<float> x = random_floats(rng, n, 200.0f);
+    std::vector<double> expected(x.size());
+    for (int64_t i = 0; i < n; ++i) expected[i] = 30.0 * std::tanh(x[i] / 30.0);
+    softcap(x.data(), n, 30.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(x[i], expected[i], 1e-6 * 30.0) << i;
+      EXPECT_LE(std::fabs(x[i]), 30.0f) << i;
     }
   });
 }

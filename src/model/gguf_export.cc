@@ -1,5 +1,6 @@
 #include "model/gguf_export.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -115,15 +116,30 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
   writer.set_f32(a + ".rope.freq_base", c.rope_theta);
   writer.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   writer.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.n_vocab));
+  if (a == "gemma2") {
+    if (c.attn_softcap > 0) writer.set_f32("gemma2.attn_logit_softcapping", c.attn_softcap);
+    if (c.final_softcap > 0) writer.set_f32("gemma2.final_logit_softcapping", c.final_softcap);
+    if (c.sliding_window > 0) writer.set_u32("gemma2.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+    // llama.cpp scales queries by 1/sqrt(head_dim); a different scale is kept for Koi.
+    if (c.attention_scale() != 1.0f / std::sqrt(static_cast<float>(c.head_dim))) {
+      writer.set_f32("gemma2.attention.scale", c.attention_scale());
+    }
+  }
   if (c.head_dim * c.n_heads != c.dim) {
     writer.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     writer.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
 
-  // The target layout: "llama" files rotate interleaved pairs, "qwen2" files rotate halves.
+  // The target layout: "llama" files rotate interleaved pairs, "qwen2"/"qwen3" files rotate halves.
   const bool permute_qk = a == "llama" && c.rope_style == kernels::RopeStyle::kNeox;
-  if (a == "qwen2" && c.rope_style != kernels::RopeStyle::kNeox) {
-    return Status::unsupported("export: a qwen2 model with interleaved rope cannot be written as GGUF qwen2");
+  if (a != "llama" && c.rope_style != kernels::RopeStyle::kNeox) {
+    return Status::unsupported("export: a " + a + " model with interleaved rope cannot be written as GGUF " + a);
+  }
+  if (c.qk_norm != (a == "qwen3")) {
+    return Status::unsupported("export: GGUF " + a + (c.qk_norm ? " has no" : " needs") + " per-head Q/K norms");
+  }
+  if (a == "gemma2" && (c.sliding_pattern != 2 && c.sliding_window > 0)) {
+    return Status::unsupported("export: GGUF gemma2 alternates sliding and global layers (pattern 2)");
   }
 
   ExportStats stats;
@@ -167,7 +183,11 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     add(p + "attn_q.bias", L.bq, false, permute_qk ? c.n_heads : 0);
     add(p + "attn_k.bias", L.bk, false, permute_qk ? c.n_kv_heads : 0);
     add(p + "attn_v.bias", L.bv, false, 0);
+    add(p + "attn_q_norm.weight", L.attn_q_norm, false, 0);
+    add(p + "attn_k_norm.weight", L.attn_k_norm, false, 0);
+    add(p + "post_attention_norm.weight", L.attn_post_norm, false, 0);
     add(p + "ffn_norm.weight", L.ffn_norm, false, 0);
+    add(p + "post_ffw_norm.weight", L.ffn_post_norm, false, 0);
     add(p + "ffn_gate.weight", L.w_gate, true, 0);
     add(p + "ffn_up.weight", L.w_up, true, 0);
     add(p + "ffn_down.weight", L.w_down, true, 0);

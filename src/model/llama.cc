@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -15,6 +16,20 @@ void ensure(std::vector<float>& buf, int64_t n) {
 void add_bias(float* y, const TensorView& bias, int64_t n_tokens, int64_t width) {
   if (bias.data == nullptr) return;
   for (int64_t t = 0; t < n_tokens; ++t) kernels::axpy(1.0f, bias.f32(), y + t * width, width);
+}
+
+// Qwen3's per-head norm: each of the n_heads heads of head_dim values in each of the
+// n_tokens rows of x (width n_heads * head_dim) is RMS-normalised with `weight`, in place.
+void per_head_rmsnorm(float* x, const TensorView& weight, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                      float eps) {
+  for (int64_t r = 0; r < n_tokens * n_heads; ++r) {
+    kernels::rmsnorm(x + r * head_dim, weight.f32(), x + r * head_dim, head_dim, eps);
+  }
+}
+
+// Gemma 2's post-norms: each of the n_tokens rows of y (width dim) is RMS-normalised, in place.
+void rmsnorm_rows(float* y, const TensorView& weight, int64_t n_tokens, int64_t dim, float eps) {
+  for (int64_t t = 0; t < n_tokens; ++t) kernels::rmsnorm(y + t * dim, weight.f32(), y + t * dim, dim, eps);
 }
 
 Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne,
@@ -59,7 +74,15 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
       KOI_RETURN_IF_ERROR(check_tensor(L.bk, p + "attn_k.bias", {c.kv_dim()}, true));
       KOI_RETURN_IF_ERROR(check_tensor(L.bv, p + "attn_v.bias", {c.kv_dim()}, true));
     }
+    if (c.qk_norm) {
+      KOI_RETURN_IF_ERROR(check_tensor(L.attn_q_norm, p + "attn_q_norm", {c.head_dim}, true));
+      KOI_RETURN_IF_ERROR(check_tensor(L.attn_k_norm, p + "attn_k_norm", {c.head_dim}, true));
+    }
     KOI_RETURN_IF_ERROR(check_tensor(L.ffn_norm, p + "ffn_norm", {c.dim}, true));
+    if (c.post_norms) {
+      KOI_RETURN_IF_ERROR(check_tensor(L.attn_post_norm, p + "post_attention_norm", {c.dim}, true));
+      KOI_RETURN_IF_ERROR(check_tensor(L.ffn_post_norm, p + "post_ffw_norm", {c.dim}, true));
+    }
     KOI_RETURN_IF_ERROR(check_tensor(L.w_gate, p + "ffn_gate", {c.dim, c.ffn_dim}, false));
     KOI_RETURN_IF_ERROR(check_tensor(L.w_up, p + "ffn_up", {c.dim, c.ffn_dim}, false));
     KOI_RETURN_IF_ERROR(check_tensor(L.w_down, p + "ffn_down", {c.ffn_dim, c.dim}, false));
@@ -133,6 +156,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   for (int64_t t = 0; t < T; ++t) {
     dequantize_row(weights_.token_embd.type, weights_.token_embd.row(batch.token_ids[t]), x_.data() + t * dim, dim);
   }
+  if (c.embedding_scale != 1.0f) {
+    for (int64_t i = 0; i < T * dim; ++i) x_[i] *= c.embedding_scale;
+  }
 
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = weights_.layers[layer];
@@ -146,6 +172,10 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     add_bias(q_.data(), L.bq, T, qd);
     add_bias(k_.data(), L.bk, T, kvd);
     add_bias(v_.data(), L.bv, T, kvd);
+    if (c.qk_norm) {  // Qwen3: per-head Q/K RMSNorm, before rope
+      per_head_rmsnorm(q_.data(), L.attn_q_norm, T, c.n_heads, c.head_dim, c.norm_eps);
+      per_head_rmsnorm(k_.data(), L.attn_k_norm, T, c.n_kv_heads, c.head_dim, c.norm_eps);
+    }
     for (int64_t t = 0; t < T; ++t) {
       const int32_t pos = batch.positions[t];
       kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
@@ -157,16 +187,22 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     }
     attention(batch, kv, layer, pool);
     kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
+    if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
 
-    // Feed-forward block (SwiGLU): x += down(silu(gate(xn)) * up(xn))   gate, up (T, ffn)
+    // Feed-forward block (SwiGLU, or GeGLU for Gemma): x += down(act(gate(xn)) * up(xn))   gate, up (T, ffn)
     for (int64_t t = 0; t < T; ++t) {
       kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
     }
     kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
     kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
-    kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+    if (c.ffn_activation == FfnActivation::kGeluTanh) {
+      kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn);
+    } else {
+      kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+    }
     kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
+    if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
   }
 
@@ -178,17 +214,21 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
                      dim, c.norm_eps);
   }
   kernels::matmul(weights_.output, logit_in_.data(), logits, R, pool);
+  if (c.final_softcap > 0.0f) kernels::softcap(logits, R * c.n_vocab, c.final_softcap);
   return ok_status();
 }
 
-// attn_out[t, h] = sum_j softmax_j(q[t,h] . k[j, kvh] / sqrt(head_dim)) v[j, kvh], over the
-// positions j <= positions[t] of token t's sequence, read from the paged cache.
+// attn_out[t, h] = sum_j softmax_j(cap(q[t,h] . k[j, kvh] * scale)) v[j, kvh], over the
+// positions j <= positions[t] of token t's sequence (the last `window` of them on a
+// sliding-window layer), read from the paged cache; scale is 1/sqrt(head_dim) unless the
+// config says otherwise, cap is the identity unless attn_softcap > 0.
 void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), hd = c.head_dim, qd = c.q_dim();
   const int block_size = kv.shape().block_size;
   const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.attention_scale(), softcap = c.attn_softcap;
+  const int window = c.window_of(layer);
   auto work = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
     for (int64_t item = begin; item < end; ++item) {
@@ -197,17 +237,20 @@ void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, Th
       const int32_t pos = batch.positions[t];
       const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
       const float* q = q_.data() + t * qd + head_idx * hd;
-      if (static_cast<int64_t>(scores.size()) < pos + 1) scores.resize(static_cast<size_t>(pos) + 1);
-      for (int32_t j = 0; j <= pos; ++j) {
+      const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;  // scores[j - first]
+      const int32_t n = pos + 1 - first;
+      if (static_cast<int64_t>(scores.size()) < n) scores.resize(static_cast<size_t>(n));
+      for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        scores[j] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
+        scores[j - first] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
       }
-      kernels::softmax(scores.data(), pos + 1);
+      if (softcap > 0.0f) kernels::softcap(scores.data(), n, softcap);
+      kernels::softmax(scores.data(), n);
       float* out = attn_out_.data() + t * qd + head_idx * hd;
       std::fill_n(out, hd, 0.0f);
-      for (int32_t j = 0; j <= pos; ++j) {
+      for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        kernels::axpy(scores[j], kv.v(layer, slot) + kv_head * hd, out, hd);
+        kernels::axpy(scores[j - first], kv.v(layer, slot) + kv_head * hd, out, hd);
       }
     }
   };

@@ -88,11 +88,27 @@ constexpr LayerTensor kLayerTensors[] = {
     {&LayerWeights::bq, {"attn_q.bias", "self_attn.q_proj.bias"}},
     {&LayerWeights::bk, {"attn_k.bias", "self_attn.k_proj.bias"}},
     {&LayerWeights::bv, {"attn_v.bias", "self_attn.v_proj.bias"}},
+    {&LayerWeights::attn_q_norm, {"attn_q_norm.weight", "self_attn.q_norm.weight"}},
+    {&LayerWeights::attn_k_norm, {"attn_k_norm.weight", "self_attn.k_norm.weight"}},
     {&LayerWeights::ffn_norm, {"ffn_norm.weight", "post_attention_layernorm.weight"}},
+    {&LayerWeights::attn_post_norm, {"post_attention_norm.weight", nullptr}},
+    {&LayerWeights::ffn_post_norm, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}},
     {&LayerWeights::w_gate, {"ffn_gate.weight", "mlp.gate_proj.weight"}},
     {&LayerWeights::w_up, {"ffn_up.weight", "mlp.up_proj.weight"}},
     {&LayerWeights::w_down, {"ffn_down.weight", "mlp.down_proj.weight"}},
 };
+
+// The Hugging Face name of a layer tensor, or nullptr when the architecture has none. Gemma 2
+// calls its attention post-norm post_attention_layernorm, the name Llama gives the FFN norm.
+const char* hf_layer_name(const ModelConfig& config, const LayerTensor& t) {
+  if (config.arch == "gemma2") {
+    if (t.member == &LayerWeights::ffn_norm) return "pre_feedforward_layernorm.weight";
+    if (t.member == &LayerWeights::attn_post_norm) return "post_attention_layernorm.weight";
+  } else if (t.member == &LayerWeights::ffn_post_norm) {
+    return nullptr;
+  }
+  return t.names.hf;
+}
 
 // Fills the views of `w` by name through `get` (an empty view for a missing tensor).
 template <typename Get>
@@ -104,7 +120,10 @@ void fill_views(const ModelConfig& config, bool hf, Get&& get, ModelWeights& w) 
   w.layers.resize(static_cast<size_t>(config.n_layers));
   for (int l = 0; l < config.n_layers; ++l) {
     const std::string prefix = (hf ? "model.layers." : "blk.") + std::to_string(l) + ".";
-    for (const LayerTensor& t : kLayerTensors) w.layers[l].*t.member = get(prefix + pick(t.names));
+    for (const LayerTensor& t : kLayerTensors) {
+      const char* name = hf ? hf_layer_name(config, t) : t.names.gguf;
+      if (name != nullptr) w.layers[l].*t.member = get(prefix + name);
+    }
   }
 }
 
@@ -145,15 +164,47 @@ Result<LoadedWeights> load_weights(const std::string& path) {
   return Status::invalid_argument(path + ": not a model file Koi recognises (expected GGUF or a Hugging Face directory)");
 }
 
+// The parts of Gemma 2 that every file implies: GeGLU, post-norms, sqrt(dim) embedding
+// scale, every other layer (the even ones) on the sliding window.
+void set_gemma2_defaults(ModelConfig& c) {
+  c.post_norms = true;
+  c.ffn_activation = FfnActivation::kGeluTanh;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+  c.sliding_pattern = 2;
+}
+
 // ---- GGUF -------------------------------------------------------------------------------
+
+// Gemma 2's settings in llama.cpp's keys. The attention scale has no gemma2 key in llama.cpp,
+// which uses 1/sqrt(head_dim), or 1/sqrt(dim / heads) for the 46-layer 27B model (its
+// query_pre_attn_scalar); Koi does the same unless the file has "gemma2.attention.scale",
+// which Koi writes for other scales.
+Status gemma2_from_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string& file = g.path();
+  set_gemma2_defaults(c);
+  if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+  for (auto [key, out] : {std::pair{"gemma2.attn_logit_softcapping", &c.attn_softcap},
+                          std::pair{"gemma2.final_logit_softcapping", &c.final_softcap},
+                          std::pair{"gemma2.attention.scale", &c.attn_scale}}) {
+    if (!g.has(key)) continue;
+    KOI_ASSIGN_OR_RETURN(double v, g.get_float(key));
+    KOI_RETURN_IF_ERROR(positive(file, key, v));
+    *out = static_cast<float>(v);
+  }
+  if (g.has("gemma2.attention.sliding_window")) {
+    KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int("gemma2.attention.sliding_window"));
+    KOI_ASSIGN_OR_RETURN(c.sliding_window, setting(file, "gemma2.attention.sliding_window", v));
+  }
+  return ok_status();
+}
 
 Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   ModelConfig c;
   c.arch = arch;
-  if (arch != "llama" && arch != "qwen2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2") {
     return Status::unsupported(g.path() + ": architecture '" + arch +
-                               "' is not supported; Koi runs GGUF architectures llama and qwen2");
+                               "' is not supported; Koi runs GGUF architectures llama, qwen2, qwen3 and gemma2");
   }
   const std::string& file = g.path();
   // An integer setting: required ones must be there, optional ones keep `fallback`.
@@ -199,6 +250,8 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_RETURN_IF_ERROR(get_positive("rope.freq_base", &c.rope_theta));
   c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
   c.qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  if (arch == "gemma2") KOI_RETURN_IF_ERROR(gemma2_from_gguf(g, c));
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
   KOI_ASSIGN_OR_RETURN(c.n_vocab, setting(file, "the rows of token_embd.weight (the vocabulary)", embd->view.ne[1]));
@@ -230,6 +283,61 @@ Result<LoadedWeights> load_gguf_weights(const std::string& path) {
 }
 
 // ---- Hugging Face -----------------------------------------------------------------------
+
+// Gemma 2's settings in its config.json: the activation must be the tanh GELU, the
+// soft-caps may be null (off), query_pre_attn_scalar gives the attention scale, and
+// layer_types, where given, must be the alternation Gemma 2 defines. Absent fields take
+// transformers' Gemma2Config defaults.
+Status gemma2_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
+  set_gemma2_defaults(c);
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    const json::value* v = o.if_contains(key);
+    if (v == nullptr || v->is_null()) continue;
+    if (!v->is_string() || (v->as_string() != "gelu_pytorch_tanh" && v->as_string() != "gelu_tanh")) {
+      return Status::unsupported(file_name + ": " + key + " " + json::serialize(*v) +
+                                 " is not supported; Gemma 2 runs with gelu_pytorch_tanh");
+    }
+    break;
+  }
+  auto number = [&](const char* key, float* out) -> Status {
+    const json::value* v = o.if_contains(key);
+    if (v == nullptr) return ok_status();
+    if (v->is_null()) {
+      *out = 0.0f;  // off
+      return ok_status();
+    }
+    if (!v->is_number()) return Status::invalid_argument(file_name + ": " + key + " must be a number, got " + json::serialize(*v));
+    KOI_RETURN_IF_ERROR(positive(file_name, key, v->to_number<double>()));
+    *out = static_cast<float>(v->to_number<double>());
+    return ok_status();
+  };
+  c.attn_softcap = 50.0f, c.final_softcap = 30.0f;
+  KOI_RETURN_IF_ERROR(number("attn_logit_softcapping", &c.attn_softcap));
+  KOI_RETURN_IF_ERROR(number("final_logit_softcapping", &c.final_softcap));
+  float scalar = 256.0f;
+  KOI_RETURN_IF_ERROR(number("query_pre_attn_scalar", &scalar));
+  if (scalar > 0.0f) c.attn_scale = 1.0f / std::sqrt(scalar);
+  float window = 4096.0f;
+  KOI_RETURN_IF_ERROR(number("sliding_window", &window));
+  if (window != std::floor(window) || window > static_cast<float>(kMaxSetting)) {
+    return Status::invalid_argument(fmt::format("{}: sliding_window must be an integer from 1 to {}", file_name, kMaxSetting));
+  }
+  c.sliding_window = static_cast<int>(window);
+  if (const json::value* lt = o.if_contains("layer_types"); lt && !lt->is_null()) {
+    const json::array* a = lt->if_array();
+    if (a == nullptr || static_cast<int>(a->size()) != c.n_layers) {
+      return Status::invalid_argument(file_name + ": layer_types must be a list of num_hidden_layers entries");
+    }
+    for (int l = 0; l < c.n_layers; ++l) {
+      const char* want = l % 2 == 0 ? "sliding_attention" : "full_attention";
+      if (!(*a)[l].is_string() || (*a)[l].as_string() != want) {
+        return Status::unsupported(fmt::format("{}: layer_types[{}] is {}; Koi runs Gemma 2's alternation ({} there)",
+                                               file_name, l, json::serialize((*a)[l]), want));
+      }
+    }
+  }
+  return ok_status();
+}
 
 Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& file_name) {
   boost::system::error_code ec;
@@ -281,9 +389,15 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
     c.arch = "qwen2";
     c.qkv_bias = true;
+  } else if (arch_name == "Qwen3ForCausalLM" || arch_name == "qwen3") {
+    c.arch = "qwen3";
+    c.qk_norm = true;
+  } else if (arch_name == "Gemma2ForCausalLM" || arch_name == "gemma2") {
+    c.arch = "gemma2";
   } else {
     return Status::unsupported(file_name + ": architecture '" + arch_name +
-                               "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM");
+                               "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                               "Qwen3ForCausalLM and Gemma2ForCausalLM");
   }
   KOI_ASSIGN_OR_RETURN(c.dim, integer("hidden_size"));
   KOI_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers"));
@@ -300,6 +414,12 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   KOI_RETURN_IF_ERROR(real("rope_theta", 10000.0, &c.rope_theta));
   if (const json::value* b = o.if_contains("attention_bias"); b && b->is_bool() && b->as_bool()) c.qkv_bias = true;
   if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tied_embeddings = t->as_bool();
+  if (c.arch == "gemma2") KOI_RETURN_IF_ERROR(gemma2_from_hf(o, file_name, c));
+  // Qwen2/Qwen3 configs carry sliding_window but only use it with use_sliding_window: true,
+  // which Koi does not run; refusing beats silently attending to the whole context.
+  if (const json::value* sw = o.if_contains("use_sliding_window"); sw && sw->is_bool() && sw->as_bool()) {
+    return Status::unsupported(file_name + ": use_sliding_window is true; Koi does not run sliding-window attention");
+  }
   c.rope_style = kernels::RopeStyle::kNeox;
   if (const json::value* rs = o.if_contains("rope_scaling"); rs && rs->is_object()) {
     const json::object& r = rs->as_object();
@@ -365,9 +485,25 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
     t.type = DType::kF32;
     t.data = w.own(std::move(f));
   };
+  // Gemma's RMSNorm multiplies by (1 + weight); Koi stores the factor, as llama.cpp does.
+  auto plus_one = [&](TensorView& t) {
+    if (t.data == nullptr) return;
+    std::vector<float> f(t.f32(), t.f32() + t.num_elements());
+    for (float& x : f) x += 1.0f;
+    t.data = w.own(std::move(f));
+  };
   to_f32(w.output_norm);
   for (LayerWeights& L : w.layers) {
-    for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv}) to_f32(*t);
+    for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.attn_q_norm, &L.attn_k_norm,
+                          &L.attn_post_norm, &L.ffn_post_norm}) {
+      to_f32(*t);
+    }
+  }
+  if (config.arch == "gemma2") {
+    plus_one(w.output_norm);
+    for (LayerWeights& L : w.layers) {
+      for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.attn_post_norm, &L.ffn_post_norm}) plus_one(*t);
+    }
   }
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(dir);
   return out;

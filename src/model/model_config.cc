@@ -9,9 +9,9 @@ Status ModelConfig::validate() const {
   auto bad = [](const std::string& what) {
     return Status::invalid_argument("model config: " + what);
   };
-  if (arch != "llama" && arch != "qwen2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2") {
     return Status::unsupported("model config: architecture '" + arch +
-                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2)");
+                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2, qwen3, gemma2)");
   }
   if (n_vocab <= 0) return bad("vocabulary size must be positive, got " + std::to_string(n_vocab));
   if (dim <= 0) return bad("hidden size must be positive, got " + std::to_string(dim));
@@ -28,6 +28,11 @@ Status ModelConfig::validate() const {
   if (!rope_factors.empty() && static_cast<int>(rope_factors.size()) != head_dim / 2) {
     return bad("rope_freqs has " + std::to_string(rope_factors.size()) + " values, expected head_dim/2 = " +
                std::to_string(head_dim / 2));
+  }
+  if (sliding_window < 0) return bad("sliding window must not be negative, got " + std::to_string(sliding_window));
+  if (sliding_window > 0 && sliding_pattern < 1) return bad("a sliding window needs a layer pattern of at least 1");
+  for (float v : {embedding_scale, attn_scale, attn_softcap, final_softcap}) {
+    if (!(v >= 0.0f) || !std::isfinite(v)) return bad("embedding scale, attention scale and soft-caps must be finite and >= 0");
   }
   return ok_status();
 }
@@ -73,6 +78,8 @@ int64_t ModelConfig::num_parameters() const {
   int64_t per_layer = 2LL * dim + static_cast<int64_t>(dim) * (q_dim() + 2LL * kv_dim()) +
                       static_cast<int64_t>(q_dim()) * dim + 3LL * dim * ffn_dim;
   if (qkv_bias) per_layer += q_dim() + 2LL * kv_dim();
+  if (qk_norm) per_layer += 2LL * head_dim;
+  if (post_norms) per_layer += 2LL * dim;
   int64_t total = per_layer * n_layers + static_cast<int64_t>(n_vocab) * dim + dim;
   if (!tied_embeddings) total += static_cast<int64_t>(n_vocab) * dim;
   return total;

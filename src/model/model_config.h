@@ -1,7 +1,8 @@
 // ModelConfig: the shape and hyper-parameters of a Llama-family model (Llama 1/2/3,
-// Mistral, Qwen2, SmolLM, TinyLlama), whatever file it came from. Plain value type.
+// Mistral, Qwen2, Qwen3, SmolLM, TinyLlama), whatever file it came from. Plain value type.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,8 +21,12 @@ struct RopeScaling {
   int original_max_position = 8192;
 };
 
+enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU (Llama) or GeGLU (Gemma)
+
 struct ModelConfig {
-  std::string arch = "llama";  // "llama" (Llama, Mistral, SmolLM, TinyLlama) or "qwen2"
+  // "llama" (Llama, Mistral, SmolLM, TinyLlama), "qwen2" or "qwen3"; also the GGUF
+  // general.architecture the model is written as.
+  std::string arch = "llama";
   std::string name;
   int n_vocab = 0;
   int dim = 0;
@@ -39,10 +44,31 @@ struct ModelConfig {
   std::vector<float> rope_factors;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  // Qwen3: each head of Q and K is RMS-normalised (weights [head_dim]) before rope.
+  bool qk_norm = false;
+  // Gemma 2. post_norms: the attention and FFN outputs are RMS-normalised (attn_post_norm,
+  // ffn_post_norm) before they join the residual stream. Norm weights are always stored as
+  // the factor itself (Gemma's 1 + w is added at load, as llama.cpp's converter does).
+  bool post_norms = false;
+  FfnActivation ffn_activation = FfnActivation::kSilu;
+  float embedding_scale = 1.0f;   // token embeddings are multiplied by this (Gemma: sqrt(dim))
+  float attn_scale = 0.0f;        // q.k multiplier; 0 means 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;      // scores = cap * tanh(scores / cap) when > 0
+  float final_softcap = 0.0f;     // the same on the output logits
+  // Sliding-window attention: layer l attends to the last sliding_window positions (itself
+  // included) when l % sliding_pattern < sliding_pattern - 1 (llama.cpp's swa pattern;
+  // Gemma 2: pattern 2, the even layers); 0 means every layer attends to the whole context.
+  int sliding_window = 0;
+  int sliding_pattern = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // The attention window of `layer` in positions, or 0 for the whole context.
+  int window_of(int layer) const {
+    return sliding_window > 0 && layer % sliding_pattern < sliding_pattern - 1 ? sliding_window : 0;
+  }
+  float attention_scale() const { return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   // Checks that the numbers describe a model Koi can run; names the offending field.
   Status validate() const;
   // Rotation frequency of each of the head_dim/2 rope pairs, after rope scaling.

@@ -58,7 +58,15 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
       L.bk = make({c.kv_dim()}, 0.1f, 0.0f);
       L.bv = make({c.kv_dim()}, 0.1f, 0.0f);
     }
+    if (c.qk_norm) {
+      L.attn_q_norm = make({c.head_dim}, 0.05f, 1.0f);
+      L.attn_k_norm = make({c.head_dim}, 0.05f, 1.0f);
+    }
     L.ffn_norm = make({c.dim}, 0.05f, 1.0f);
+    if (c.post_norms) {
+      L.attn_post_norm = make({c.dim}, 0.05f, 1.0f);
+      L.ffn_post_norm = make({c.dim}, 0.05f, 1.0f);
+    }
     L.w_gate = make({c.dim, c.ffn_dim}, s_in, 0.0f);
     L.w_up = make({c.dim, c.ffn_dim}, s_in, 0.0f);
     L.w_down = make({c.ffn_dim, c.dim}, s_ffn, 0.0f);

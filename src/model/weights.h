@@ -19,7 +19,10 @@ struct LayerWeights {
   TensorView attn_norm;            // f32 [dim]
   TensorView wq, wk, wv, wo;       // wq {dim, q_dim}, wk/wv {dim, kv_dim}, wo {q_dim, dim}
   TensorView bq, bk, bv;           // f32 biases (Qwen2), data == nullptr when absent
+  TensorView attn_q_norm, attn_k_norm;  // f32 [head_dim] per-head Q/K RMSNorm (Qwen3), or absent
+  TensorView attn_post_norm;       // f32 [dim] (Gemma 2), or absent
   TensorView ffn_norm;             // f32 [dim]
+  TensorView ffn_post_norm;        // f32 [dim] (Gemma 2), or absent
   TensorView w_gate, w_up;         // {dim, ffn_dim}
   TensorView w_down;               // {ffn_dim, dim}
 };

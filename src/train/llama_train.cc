@@ -132,6 +132,9 @@ Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPo
   if (config.rope_scaling.enabled || !config.rope_factors.empty()) {
     return Status::unsupported("training a model with rope scaling is not supported; train without it");
   }
+  if (config.qk_norm || config.arch == "gemma2") {
+    return Status::unsupported("training a " + config.arch + " model is not supported (per-head or post norms, GeGLU)");
+  }
   LlamaTrain m(config, pool);
   m.layout_ = param_layout(config);
   const int64_t total = m.layout_.back().offset + m.layout_.back().size;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Makes tiny random Llama-family models in Hugging Face format and their reference logits.
+"""Makes tiny random Llama-family models (Llama, Mistral, Qwen2, Qwen3, Gemma 2) in Hugging
+Face format and their reference logits.
 
 Usage: /usr/bin/python3 tiny_models.py OUT_DIR
 
@@ -27,6 +28,21 @@ MODELS = {
                       {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "F32"),
     "mistral_bf16": ("MistralForCausalLM", 64, 2, 4, 1, 96, 256, False, 1e6, False, None, "BF16"),
+    # Qwen3: per-head Q/K RMSNorm and a head_dim that is not hidden / heads (as in Qwen3-0.6B,
+    # 16 heads of 128 over a hidden size of 1024).
+    "qwen3_qknorm": ("Qwen3ForCausalLM", 64, 2, 4, 2, 128, 288, False, 1e6, False, None, "F32"),
+    "qwen3_tied": ("Qwen3ForCausalLM", 64, 2, 8, 2, 96, 256, True, 1e6, False, None, "F32"),
+    # Gemma 2: three layers (sliding, global, sliding) with a window of 5, shorter than the
+    # longest prompt (35), and soft-caps small enough to bend these random logits.
+    "gemma2_swa": ("Gemma2ForCausalLM", 64, 3, 4, 2, 128, 288, True, 10000.0, False, None, "F32"),
+}
+
+# config.json fields beyond the common ones, per model.
+EXTRA_CONFIG = {
+    "qwen3_qknorm": {"head_dim": 24, "attention_bias": False, "use_sliding_window": False, "sliding_window": None},
+    "qwen3_tied": {"head_dim": 8, "attention_bias": False},
+    "gemma2_swa": {"head_dim": 32, "query_pre_attn_scalar": 24, "sliding_window": 5, "attn_logit_softcapping": 2.5,
+                   "final_logit_softcapping": 10.0, "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma2"},
 }
 
 
@@ -80,8 +96,9 @@ def rotate_half(x):
 
 
 def forward(cfg, W, ids):
+    """The decoder as transformers' modeling_llama / modeling_qwen2 / modeling_qwen3 define it."""
     hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = hidden // heads
+    hd = cfg.get("head_dim") or hidden // heads
     eps = cfg["rms_norm_eps"]
     T = len(ids)
     x = W["model.embed_tokens.weight"][torch.tensor(ids)]
@@ -98,8 +115,13 @@ def forward(cfg, W, ids):
             b = W.get(p + f"self_attn.{name}.bias")
             return y + b if b is not None else y
 
-        q = proj("q_proj").view(T, heads, hd).transpose(0, 1)
-        k = proj("k_proj").view(T, kv_heads, hd).transpose(0, 1)
+        q = proj("q_proj").view(T, heads, hd)
+        k = proj("k_proj").view(T, kv_heads, hd)
+        if p + "self_attn.q_norm.weight" in W:
+            # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm over head_dim) on each head, then rope.
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
         v = proj("v_proj").view(T, kv_heads, hd).transpose(0, 1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -117,16 +139,62 @@ def forward(cfg, W, ids):
     return x @ head.T
 
 
+def gemma_rmsnorm(x, w, eps):
+    # Gemma2RMSNorm: x / rms(x) * (1 + weight)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+
+def forward_gemma2(cfg, W, ids):
+    """The decoder as transformers' modeling_gemma2 defines it (eager attention)."""
+    hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, eps, T = cfg["head_dim"], cfg["rms_norm_eps"], len(ids)
+    x = W["model.embed_tokens.weight"][torch.tensor(ids)] * torch.tensor(hidden ** 0.5, dtype=torch.float32).double()
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq(hd, cfg["rope_theta"], None))
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    causal = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    # Sliding layers also mask keys sliding_window or more positions back.
+    far = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-cfg["sliding_window"])
+    sliding = causal.masked_fill(far, float("-inf"))
+    cap = cfg["attn_logit_softcapping"]
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        is_sliding = l % 2 == 0  # Gemma2DecoderLayer: not bool(layer_idx % 2)
+        h = gemma_rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, heads, hd).transpose(0, 1)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, kv_heads, hd).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, kv_heads, hd).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(heads // kv_heads, dim=0)
+        v = v.repeat_interleave(heads // kv_heads, dim=0)
+        s = q @ k.transpose(-1, -2) * cfg["query_pre_attn_scalar"] ** -0.5
+        if cap is not None:
+            s = torch.tanh(s / cap) * cap
+        att = torch.softmax(s + (sliding if is_sliding else causal), dim=-1)
+        o = (att @ v).transpose(0, 1).reshape(T, heads * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + gemma_rmsnorm(o, W[p + "post_attention_layernorm.weight"], eps)
+        h = gemma_rmsnorm(x, W[p + "pre_feedforward_layernorm.weight"], eps)
+        g = torch.nn.functional.gelu(h @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+        m = (g * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        x = x + gemma_rmsnorm(m, W[p + "post_feedforward_layernorm.weight"], eps)
+    logits = gemma_rmsnorm(x, W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T
+    final_cap = cfg["final_logit_softcapping"]
+    return logits if final_cap is None else torch.tanh(logits / final_cap) * final_cap
+
+
 def make(out_dir, name, spec, seed):
     arch, hidden, layers, heads, kv_heads, ffn, vocab, tied, theta, bias, scaling, dtype = spec
     g = torch.Generator().manual_seed(seed)
-    hd = hidden // heads
+    extra = EXTRA_CONFIG.get(name, {})
+    hd = extra.get("head_dim") or hidden // heads
     cfg = {"architectures": [arch], "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
            "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": theta, "tie_word_embeddings": tied,
            "torch_dtype": "float32" if dtype == "F32" else "bfloat16"}
     if scaling:
         cfg["rope_scaling"] = scaling
+    cfg.update(extra)
 
     def rand(*shape, scale=0.08):
         return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
@@ -147,10 +215,19 @@ def make(out_dir, name, spec, seed):
             W[p + "self_attn.q_proj.bias"] = rand(heads * hd, scale=0.5)
             W[p + "self_attn.k_proj.bias"] = rand(kv_heads * hd, scale=0.5)
             W[p + "self_attn.v_proj.bias"] = rand(kv_heads * hd, scale=0.5)
+        if arch == "Qwen3ForCausalLM":
+            W[p + "self_attn.q_norm.weight"] = 1.0 + rand(hd, scale=0.3)
+            W[p + "self_attn.k_norm.weight"] = 1.0 + rand(hd, scale=0.3)
+        if arch == "Gemma2ForCausalLM":  # Gemma norms store w of (1 + w)
+            for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                      "post_feedforward_layernorm"):
+                W[p + n + ".weight"] = rand(hidden, scale=0.3)
         W[p + "mlp.gate_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.up_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.down_proj.weight"] = rand(hidden, ffn)
     # The reference sees exactly the stored weights (rounded to f32 or bf16).
+    if arch == "Gemma2ForCausalLM":
+        W["model.norm.weight"] = rand(hidden, scale=0.3)
     store = torch.float32 if dtype == "F32" else torch.bfloat16
     W = {k: v.to(store).to(torch.float64) for k, v in W.items()}
 
@@ -162,7 +239,7 @@ def make(out_dir, name, spec, seed):
     with open(os.path.join(d, "prompts.json"), "w") as f:
         json.dump(PROMPTS, f)
     for i, ids in enumerate(PROMPTS):
-        logits = forward(cfg, W, ids)
+        logits = forward_gemma2(cfg, W, ids) if arch == "Gemma2ForCausalLM" else forward(cfg, W, ids)
         with open(os.path.join(d, f"logits_{i}.f64"), "wb") as f:
             f.write(logits.contiguous().numpy().astype("<f8").tobytes())
 
