@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "grammar/regex.h"
+#include "tokenizer/unicode.h"
 
 namespace koi::grammar {
 
@@ -14,25 +15,6 @@ bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-std::string utf8_encode(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += char(0xE0 | (cp >> 12));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xF0 | (cp >> 18));
-    s += char(0x80 | ((cp >> 12) & 0x3F));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
 
 class GbnfParser {
  public:
@@ -232,7 +214,7 @@ class GbnfParser {
           cp = cp * 16 + static_cast<uint32_t>(v);
         }
         if (cp > 0x10FFFF) return error("code point beyond U+10FFFF");
-        bytes += utf8_encode(cp);
+        bytes += tokenizer::encode_utf8(cp);
       }
     }
     if (i_ >= t_.size()) return error("unterminated literal");

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/unicode.h"
+
 namespace koi::grammar {
 
 namespace {
@@ -15,25 +17,6 @@ constexpr int32_t kUnbounded = std::numeric_limits<int32_t>::max() / 4;
 
 int utf8_length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
-std::string utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += char(0xE0 | (cp >> 12));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xF0 | (cp >> 18));
-    s += char(0x80 | ((cp >> 12) & 0x3F));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
 
 using ByteRanges = std::vector<std::pair<uint8_t, uint8_t>>;
 
@@ -56,7 +39,7 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteRanges>* out) {
       }
     }
   }
-  const std::string a = utf8(lo), b = utf8(hi);
+  const std::string a = tokenizer::encode_utf8(lo), b = tokenizer::encode_utf8(hi);
   ByteRanges seq;
   for (size_t k = 0; k < a.size(); ++k) seq.push_back({uint8_t(a[k]), uint8_t(b[k])});
   out->push_back(std::move(seq));

@@ -14,6 +14,9 @@ namespace koi::tokenizer {
 // one character; invalid bytes come out in small groups that no vocabulary holds.
 size_t utf8_piece_len(std::string_view text, size_t pos);
 
+// The UTF-8 bytes of code point `cp` (1 to 4 bytes; the caller passes a valid code point).
+std::string encode_utf8(uint32_t cp);
+
 // Number of bytes a character starting with `lead` has (1 for a byte that cannot start
 // one).
 size_t utf8_char_len(uint8_t lead);

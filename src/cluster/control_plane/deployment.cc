@@ -174,28 +174,10 @@ json::object deployment_spec_json(const DeploymentSpec& s) {
 }
 
 Result<DeploymentObject> parse_deployment_manifest(const std::string& text, const std::string& ns) {
-  KOI_ASSIGN_OR_RETURN(YAML::Node doc, parse_yaml(text, "deployment manifest"));
-  if (!doc || doc.IsNull()) return Status::invalid_argument("deployment manifest is empty");
-  if (!doc.IsMap()) return Status::invalid_argument("deployment manifest: must be a map with apiVersion, kind, metadata, spec");
+  KOI_ASSIGN_OR_RETURN(YAML::Node doc, manifest_document(text, "deployment manifest"));
   YamlReader top(doc, "");
   DeploymentObject d;
-  const std::string api = top.str("apiVersion");
-  if (api != kApiVersion) top.fail("apiVersion", api.empty() ? "is required (koi/v1)" : "must be koi/v1 (got '" + api + "')");
-  const std::string kind = top.str("kind");
-  if (kind != kDeploymentKind) {
-    top.fail("kind", kind.empty() ? "is required (Deployment)" : "must be Deployment (got '" + kind + "')");
-  }
-  YamlReader meta = top.child("metadata");
-  d.metadata.name = meta.str("name");
-  if (d.metadata.name.empty()) {
-    meta.fail(meta.field("name"), "is required");
-  } else if (!valid_name(d.metadata.name)) {
-    meta.fail(meta.field("name"), "must be 1-63 characters of a-z, 0-9 and '-', starting and ending alphanumeric");
-  }
-  const std::string mns = meta.str("namespace");
-  if (!mns.empty() && mns != ns) meta.fail(meta.field("namespace"), "'" + mns + "' does not match the request's namespace '" + ns + "'");
-  d.metadata.ns = ns;
-  d.metadata.labels = meta.string_map("labels");
+  YamlReader meta = read_manifest_header(top, kDeploymentKind, ns, &d.metadata);
   (void)meta.str("resourceVersion");  // informational: apply replaces whatever is stored
   if (!top.has("spec")) top.fail("spec", "is required");
   YamlReader spec = top.child("spec");

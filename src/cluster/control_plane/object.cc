@@ -249,27 +249,37 @@ std::string rfc3339(double unix_seconds) {
   return buf;
 }
 
-Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns) {
-  KOI_ASSIGN_OR_RETURN(YAML::Node doc, parse_yaml(text, "job manifest"));
-  if (!doc || doc.IsNull()) return Status::invalid_argument("job manifest is empty");
-  if (!doc.IsMap()) return Status::invalid_argument("job manifest: must be a map with apiVersion, kind, metadata, spec");
-  YamlReader top(doc, "");
-  JobObject job;
+Result<YAML::Node> manifest_document(const std::string& text, const std::string& what) {
+  KOI_ASSIGN_OR_RETURN(YAML::Node doc, parse_yaml(text, what));
+  if (!doc || doc.IsNull()) return Status::invalid_argument(what + " is empty");
+  if (!doc.IsMap()) return Status::invalid_argument(what + ": must be a map with apiVersion, kind, metadata, spec");
+  return doc;
+}
+
+YamlReader read_manifest_header(YamlReader& top, const std::string& kind, const std::string& ns, ObjectMeta* m) {
   const std::string api = top.str("apiVersion");
   if (api != kApiVersion) top.fail("apiVersion", api.empty() ? "is required (koi/v1)" : "must be koi/v1 (got '" + api + "')");
-  const std::string kind = top.str("kind");
-  if (kind != "Job") top.fail("kind", kind.empty() ? "is required (Job)" : "must be Job (got '" + kind + "')");
+  const std::string k = top.str("kind");
+  if (k != kind) top.fail("kind", k.empty() ? "is required (" + kind + ")" : "must be " + kind + " (got '" + k + "')");
   YamlReader meta = top.child("metadata");
-  job.metadata.name = meta.str("name");
-  if (job.metadata.name.empty()) {
+  m->name = meta.str("name");
+  if (m->name.empty()) {
     meta.fail(meta.field("name"), "is required");
-  } else if (!valid_name(job.metadata.name)) {
+  } else if (!valid_name(m->name)) {
     meta.fail(meta.field("name"), "must be 1-63 characters of a-z, 0-9 and '-', starting and ending alphanumeric");
   }
   const std::string mns = meta.str("namespace");
   if (!mns.empty() && mns != ns) meta.fail(meta.field("namespace"), "'" + mns + "' does not match the request's namespace '" + ns + "'");
-  job.metadata.ns = ns;
-  job.metadata.labels = meta.string_map("labels");
+  m->ns = ns;
+  m->labels = meta.string_map("labels");
+  return meta;
+}
+
+Result<JobObject> parse_job_manifest(const std::string& text, const std::string& ns) {
+  KOI_ASSIGN_OR_RETURN(YAML::Node doc, manifest_document(text, "job manifest"));
+  YamlReader top(doc, "");
+  JobObject job;
+  read_manifest_header(top, "Job", ns, &job.metadata);
   if (!top.has("spec")) top.fail("spec", "is required");
   YamlReader spec = top.child("spec");
   parse_job_spec(spec, &job.spec);

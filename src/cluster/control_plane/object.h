@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cluster/control_plane/yaml_reader.h"
 #include "cluster/types.h"
 
 namespace koi::cluster {
@@ -143,6 +144,15 @@ boost::json::object job_resources_json(const JobResources& r);
 // Reads and checks a Job's spec (errors go to the reader, naming the field); a Pipeline's job
 // steps embed the same spec.
 void parse_job_spec(YamlReader& spec, JobSpec* s);
+
+// What every kind's manifest shares, read once: the text as one YAML map (JSON is YAML), then
+// apiVersion koi/v1, `kind`, and metadata {name (valid_name), namespace (must be `ns`, the
+// request's, when given), labels} into `meta`. Errors of the fields go to `top` (naming them,
+// reported by its finish()); a text that is not a map at all is the Status. `what` names the
+// document in messages ("job manifest"). Returns the metadata's reader, for a kind that
+// reads more of it.
+Result<YAML::Node> manifest_document(const std::string& text, const std::string& what);
+YamlReader read_manifest_header(YamlReader& top, const std::string& kind, const std::string& ns, ObjectMeta* meta);
 
 // Parses and validates a Job manifest (YAML or JSON). `ns` is the namespace of the request:
 // a manifest naming another one is refused.

@@ -431,23 +431,10 @@ Result<std::vector<GateCondition>> parse_gate_condition(const std::string& text,
 }
 
 Result<PipelineObject> parse_pipeline_manifest(const std::string& text, const std::string& ns, const PipelineContext& ctx) {
-  KOI_ASSIGN_OR_RETURN(YAML::Node doc, parse_yaml(text, "pipeline manifest"));
-  if (!doc || doc.IsNull()) return Status::invalid_argument("pipeline manifest is empty");
-  if (!doc.IsMap()) return Status::invalid_argument("pipeline manifest: must be a map with apiVersion, kind, metadata, spec");
+  KOI_ASSIGN_OR_RETURN(YAML::Node doc, manifest_document(text, "pipeline manifest"));
   YamlReader top(doc, "");
   PipelineObject p;
-  const std::string api = top.str("apiVersion");
-  if (api != kApiVersion) top.fail("apiVersion", api.empty() ? "is required (koi/v1)" : "must be koi/v1 (got '" + api + "')");
-  const std::string kind = top.str("kind");
-  if (kind != "Pipeline") top.fail("kind", kind.empty() ? "is required (Pipeline)" : "must be Pipeline (got '" + kind + "')");
-  YamlReader meta = top.child("metadata");
-  p.metadata.name = meta.str("name");
-  if (p.metadata.name.empty()) meta.fail(meta.field("name"), "is required");
-  else if (!valid_name(p.metadata.name)) meta.fail(meta.field("name"), "must be 1-63 characters of a-z, 0-9 and '-', starting and ending alphanumeric");
-  const std::string mns = meta.str("namespace");
-  if (!mns.empty() && mns != ns) meta.fail(meta.field("namespace"), "'" + mns + "' does not match the request's namespace '" + ns + "'");
-  p.metadata.ns = ns;
-  p.metadata.labels = meta.string_map("labels");
+  read_manifest_header(top, "Pipeline", ns, &p.metadata);
   if (!top.has("spec")) top.fail("spec", "is required");
   const YAML::Node spec = top.raw("spec");
   KOI_RETURN_IF_ERROR(top.finish());

@@ -1,9 +1,12 @@
 #include "tokenizer/jinja/value.h"
 
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+
+#include "tokenizer/unicode.h"
 
 namespace koi::tokenizer::jinja {
 
@@ -347,23 +350,7 @@ std::u32string utf8_decode(std::string_view s) {
   return out;
 }
 
-void append_utf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xc0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xe0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    *out += static_cast<char>(0xf0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
+void append_utf8(char32_t cp, std::string* out) { *out += encode_utf8(static_cast<uint32_t>(cp)); }
 
 std::string utf8_encode(std::u32string_view s) {
   std::string out;
