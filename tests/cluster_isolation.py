@@ -164,7 +164,7 @@ def malformed(cp, gguf):
         ("POST", pipes, pipeline("p", step_job + [{"name": "r", "promote": {"alias": "prod", "from": "a"}}]), 400,
          "spec.steps[1].promote.from: step 'a' is not a register step"),
         ("POST", pipes, pipeline("p", [{"name": "a", "deploy": {"replicas": 1}}]), 400,
-         "spec.steps[0].deploy: deploy steps are not connected in this control plane yet"),
+         "spec.steps[0].deploy.name: is required (the Deployment's name)"),
         ("POST", pipes, pipeline("p", [{"name": "a", "job": cmd, "retries": 2}]), 400, "spec.steps[0].retries: unknown field"),
         ("POST", pipes, pipeline("p", [{"name": "a", "job": {"command": ["true"], "resources": {"gpu": 1, "gpuType": "A100"}}}]),
          400, "spec.steps[0].job.resources.gpuType: no node has GPUs of type 'A100'"),
