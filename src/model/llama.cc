@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace koi::model {
@@ -182,43 +183,24 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
 }
 
 // attn_out[t, h] = sum_j softmax_j(q[t,h] . k[j, kvh] / sqrt(head_dim)) v[j, kvh], over the
-// positions j <= positions[t] of token t's sequence, read from the paged cache.
+// positions j <= positions[t] of token t's sequence, read from the paged cache by the fused
+// kernel (kernels/attention.h). The batch's tokens are handed over as runs: maximal stretches of
+// one sequence at consecutive positions (a prefill chunk, or one decode token).
 void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
   const ModelConfig& c = config_;
-  const int64_t T = batch.num_tokens(), hd = c.head_dim, qd = c.q_dim();
-  const int block_size = kv.shape().block_size;
-  const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  auto work = [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / c.n_heads, head_idx = item % c.n_heads;
-      const int64_t kv_head = head_idx / group;
-      const int32_t pos = batch.positions[t];
-      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
-      const float* q = q_.data() + t * qd + head_idx * hd;
-      if (static_cast<int64_t>(scores.size()) < pos + 1) scores.resize(static_cast<size_t>(pos) + 1);
-      for (int32_t j = 0; j <= pos; ++j) {
-        const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        scores[j] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
-      }
-      kernels::softmax(scores.data(), pos + 1);
-      float* out = attn_out_.data() + t * qd + head_idx * hd;
-      std::fill_n(out, hd, 0.0f);
-      for (int32_t j = 0; j <= pos; ++j) {
-        const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        kernels::axpy(scores[j], kv.v(layer, slot) + kv_head * hd, out, hd);
-      }
+  const int64_t T = batch.num_tokens();
+  runs_.clear();
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t seq = batch.seq_index[t], pos = batch.positions[t];
+    if (t > 0 && seq == batch.seq_index[t - 1] && pos == batch.positions[t - 1] + 1) {
+      ++runs_.back().n_tokens;
+      continue;
     }
-  };
-  // Parallel only when there is enough work to pay for waking the pool (as in kernels/ops.cc).
-  int64_t work_size = 0;
-  for (int64_t t = 0; t < T; ++t) work_size += (batch.positions[t] + 1) * hd * c.n_heads * 2;
-  if (pool != nullptr && work_size >= (int64_t{1} << 17)) {
-    pool->parallel_for(T * c.n_heads, work);
-  } else {
-    work(0, T * c.n_heads);
+    runs_.push_back({t, 1, pos, batch.sequences[seq].block_table});
   }
+  const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size};
+  kernels::attention(shape, q_.data(), paged, runs_, attn_out_.data(), pool);
 }
 
 }  // namespace koi::model

@@ -1,0 +1,193 @@
+// Internal to src/kernels: the tiled attention loop (attention.h) shared by every level. Included
+// by attention.cc (portable), attention_avx2.cc and attention_avx512.cc after their `#pragma GCC
+// target`; everything sits in an anonymous namespace, so each level gets its own copy. A level
+// supplies a vector type Vec with
+//   kWidth (floats per vector: also the keys per K/V tile), kChunks (output vectors per row that
+//   one update keeps in registers for kRows rows), V zero(), V load(const float*), void
+//   store(float*, V), V set1(float), V fma(V a, V b, V c) = a * b + c, V mul(V, V), V sub(V, V),
+//   V keep_first(V x, int n, float fill) (lanes >= n replaced by fill), float hmax(V),
+//   float hsum(V), V exp(V) (exp(-inf) = 0).
+//
+// Per row (one query head of one token) and per key tile: scores s = q . K (q prescaled by
+// 1/sqrt(head_dim)), masked past the row's position; m' = max(m, max s); alpha = exp(m - m');
+// p = exp(s - m'); l = l * alpha + p (lane-wise, summed at the end); o = o * alpha + sum_j p_j v_j.
+// A row with no key in the tile gets alpha = 1 and p = 0, which leaves m, l and o as they were,
+// so a tile that a row only shares with later rows of its query tile changes nothing for it;
+// every row thus sees the same instructions whichever tile and run it is computed in.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "kernels/attention_kernels.h"
+
+namespace koi::kernels {
+namespace {
+
+// Rows per register tile: the score step keeps kRows accumulators, the output update kRows x
+// kChunks. Row counts are padded to a multiple with rows that have no keys.
+constexpr int kRows = 4;
+
+template <class Vec>
+class AttentionTiles {
+ public:
+  static constexpr int kW = Vec::kWidth;
+
+  void run(const AttentionArgs& a, const AttentionItem& item) {
+    setup(a, item);
+    const int32_t last_pos = pos_[static_cast<size_t>(rows_ - 1)];
+    for (int32_t key0 = 0; key0 <= last_pos; key0 += kW) {
+      load_kv_tile(a, *item.run, item.kv_head, key0, std::min(kW, last_pos - key0 + 1));
+      for (int64_t r0 = 0; r0 < padded_rows_; r0 += kRows) {
+        if (max_pos(r0) < key0) continue;  // causal skip: no row of this register tile sees a key here
+        scores_and_weights(r0, key0);
+        update_outputs(r0);
+      }
+    }
+    finish(a, item);
+  }
+
+ private:
+  using V = typename Vec::V;
+
+  void setup(const AttentionArgs& a, const AttentionItem& item) {
+    const AttentionShape& s = a.shape;
+    group_ = s.n_heads / s.n_kv_heads;
+    hd_ = s.head_dim;
+    hdp_ = (hd_ + kW - 1) / kW * kW;
+    rows_ = (item.token_end - item.token_begin) * group_;
+    padded_rows_ = (rows_ + kRows - 1) / kRows * kRows;
+    const auto pr = static_cast<size_t>(padded_rows_);
+    q_.assign(pr * hdp_, 0.0f);
+    o_.assign(pr * hdp_, 0.0f);
+    l_.assign(pr * kW, 0.0f);
+    m_.assign(pr, -std::numeric_limits<float>::infinity());
+    pos_.assign(pr, -1);
+    k_t_.assign(static_cast<size_t>(hd_) * kW, 0.0f);
+    v_.assign(static_cast<size_t>(kW) * hdp_, 0.0f);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
+    // Row r = token * group + head within the group: a token's heads are adjacent.
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int64_t t = item.token_begin + r / group_;
+      const int64_t head = static_cast<int64_t>(item.kv_head) * group_ + r % group_;
+      const float* src = a.q + (item.run->first_token + t) * s.q_dim() + head * hd_;
+      for (int64_t d = 0; d < hd_; ++d) q_[r * hdp_ + d] = src[d] * scale;
+      pos_[r] = item.run->first_pos + static_cast<int32_t>(t);
+    }
+  }
+
+  int32_t max_pos(int64_t r0) const {
+    int32_t m = pos_[r0];
+    for (int i = 1; i < kRows; ++i) m = std::max(m, pos_[r0 + i]);
+    return m;
+  }
+
+  // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW]) and v_ ([kW][hdp]); the lanes
+  // past n hold zeros.
+  void load_kv_tile(const AttentionArgs& a, const AttentionRun& run, int kv_head, int32_t key0, int n) {
+    const PagedKv& kv = a.kv;
+    for (int j = 0; j < kW; ++j) {
+      float* v_row = v_.data() + static_cast<int64_t>(j) * hdp_;
+      if (j >= n) {
+        for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = 0.0f;
+        std::fill_n(v_row, hd_, 0.0f);
+        continue;
+      }
+      const int32_t p = key0 + j;
+      const int64_t slot = static_cast<int64_t>(run.block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+      const int64_t offset = slot * kv.slot_floats + static_cast<int64_t>(kv_head) * hd_;
+      const float* k_row = kv.k + offset;
+      for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = k_row[d];
+      std::memcpy(v_row, kv.v + offset, static_cast<size_t>(hd_) * sizeof(float));
+    }
+  }
+
+  // Scores of rows [r0, r0 + kRows) against the tile, then each row's online-softmax step;
+  // leaves the weights in p_ and the rescale factors in alpha_.
+  void scores_and_weights(int64_t r0, int32_t key0) {
+    V acc[kRows];
+    for (int i = 0; i < kRows; ++i) acc[i] = Vec::zero();
+    const float* q0 = q_.data() + r0 * hdp_;
+    for (int64_t d = 0; d < hd_; ++d) {
+      const V k = Vec::load(k_t_.data() + d * kW);
+      for (int i = 0; i < kRows; ++i) acc[i] = Vec::fma(Vec::set1(q0[i * hdp_ + d]), k, acc[i]);
+    }
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < kRows; ++i) {
+      const int64_t r = r0 + i;
+      const int n_keys = std::clamp(pos_[r] - key0 + 1, 0, kW);
+      if (n_keys == 0) {
+        alpha_[i] = 1.0f;
+        Vec::store(p_ + i * kW, Vec::zero());
+        continue;
+      }
+      const V s = Vec::keep_first(acc[i], n_keys, kNegInf);
+      const float m_new = std::max(m_[r], Vec::hmax(s));
+      alpha_[i] = m_new == m_[r] ? 1.0f : std::exp(m_[r] - m_new);
+      const V p = Vec::exp(Vec::sub(s, Vec::set1(m_new)));
+      float* l = l_.data() + r * kW;
+      Vec::store(l, Vec::fma(Vec::load(l), Vec::set1(alpha_[i]), p));
+      m_[r] = m_new;
+      Vec::store(p_ + i * kW, p);
+    }
+  }
+
+  // o = o * alpha + p V for rows [r0, r0 + kRows), kChunks output vectors at a time.
+  void update_outputs(int64_t r0) {
+    const int64_t chunks = hdp_ / kW;
+    int64_t c0 = 0;
+    for (; c0 + Vec::kChunks <= chunks; c0 += Vec::kChunks) update_chunks<Vec::kChunks>(r0, c0);
+    for (; c0 < chunks; ++c0) update_chunks<1>(r0, c0);
+  }
+
+  template <int kC>
+  void update_chunks(int64_t r0, int64_t c0) {
+    V acc[kRows][kC];
+    for (int i = 0; i < kRows; ++i) {
+      const V alpha = Vec::set1(alpha_[i]);
+      for (int c = 0; c < kC; ++c) acc[i][c] = Vec::mul(Vec::load(o_.data() + (r0 + i) * hdp_ + (c0 + c) * kW), alpha);
+    }
+    for (int j = 0; j < kW; ++j) {
+      V v[kC];
+      for (int c = 0; c < kC; ++c) v[c] = Vec::load(v_.data() + j * hdp_ + (c0 + c) * kW);
+      for (int i = 0; i < kRows; ++i) {
+        const V p = Vec::set1(p_[i * kW + j]);
+        for (int c = 0; c < kC; ++c) acc[i][c] = Vec::fma(p, v[c], acc[i][c]);
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      for (int c = 0; c < kC; ++c) Vec::store(o_.data() + (r0 + i) * hdp_ + (c0 + c) * kW, acc[i][c]);
+    }
+  }
+
+  void finish(const AttentionArgs& a, const AttentionItem& item) {
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int64_t t = item.token_begin + r / group_;
+      const int64_t head = static_cast<int64_t>(item.kv_head) * group_ + r % group_;
+      float* dst = a.out + (item.run->first_token + t) * a.shape.q_dim() + head * hd_;
+      const float inv = 1.0f / Vec::hsum(Vec::load(l_.data() + r * kW));
+      for (int64_t d = 0; d < hd_; ++d) dst[d] = o_[r * hdp_ + d] * inv;
+    }
+  }
+
+  int64_t group_ = 0, hd_ = 0, hdp_ = 0, rows_ = 0, padded_rows_ = 0;
+  // Per row: prescaled q [hdp], output o [hdp], lane sums l [kW], max m, position (-1: padding).
+  std::vector<float> q_, o_, l_, m_;
+  std::vector<int32_t> pos_;
+  std::vector<float> k_t_, v_;  // the K/V tile
+  alignas(64) float p_[kRows * kW];
+  float alpha_[kRows];
+};
+
+// Every item on the calling thread, with one scratch per thread that only grows.
+template <class Vec>
+void run_attention_items(const AttentionArgs& a, std::span<const AttentionItem> items) {
+  thread_local AttentionTiles<Vec> tiles;
+  for (const AttentionItem& item : items) tiles.run(a, item);
+}
+
+}  // namespace
+}  // namespace koi::kernels
