@@ -18,7 +18,7 @@ namespace {
 
 // About this many rows (query heads x tokens) per work item: their outputs stay in L1 beside one
 // K/V tile, and each K/V tile read serves them all.
-constexpr int64_t kItemRows = 64;
+constexpr int64_t kItemRows = 128;
 
 // Plain C++ vectors of 8 lanes for the portable level.
 struct PortableVec {

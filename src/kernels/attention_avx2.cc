@@ -18,7 +18,7 @@ namespace {
 
 struct Vec8 {
   using V = __m256;
-  // kRows (4) x 2 output vectors + 2 value vectors + a broadcast: 11 of 16 registers.
+  // kOutRows (4) x 2 output vectors + 2 value vectors + a broadcast: 11 of 16 registers.
   static constexpr int kWidth = 8, kChunks = 2;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }

@@ -24,7 +24,7 @@ namespace {
 
 struct Vec16 {
   using V = __m512;
-  // kRows (4) x 4 output vectors + 4 value vectors + a broadcast: 21 of 32 registers.
+  // kOutRows (4) x 4 output vectors + 4 value vectors + a broadcast: 21 of 32 registers.
   static constexpr int kWidth = 16, kChunks = 4;
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }

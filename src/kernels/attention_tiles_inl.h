@@ -3,7 +3,7 @@
 // target`; everything sits in an anonymous namespace, so each level gets its own copy. A level
 // supplies a vector type Vec with
 //   kWidth (floats per vector: also the keys per K/V tile), kChunks (output vectors per row that
-//   one update keeps in registers for kRows rows), V zero(), V load(const float*), void
+//   one update keeps in registers for kOutRows rows), V zero(), V load(const float*), void
 //   store(float*, V), V set1(float), V fma(V a, V b, V c) = a * b + c, V mul(V, V), V sub(V, V),
 //   V keep_first(V x, int n, float fill) (lanes >= n replaced by fill), float hmax(V),
 //   float hsum(V), V exp(V) (exp(-inf) = 0).
@@ -27,9 +27,10 @@
 namespace koi::kernels {
 namespace {
 
-// Rows per register tile: the score step keeps kRows accumulators, the output update kRows x
-// kChunks. Row counts are padded to a multiple with rows that have no keys.
-constexpr int kRows = 4;
+// Rows per register tile: the score step keeps kRows accumulators, the output update kOutRows x
+// kChunks (and runs kRows / kOutRows times). Row counts are padded to a multiple of kRows with rows
+// that have no keys.
+constexpr int kRows = 8, kOutRows = 4;
 
 template <class Vec>
 class AttentionTiles {
@@ -44,7 +45,7 @@ class AttentionTiles {
       for (int64_t r0 = 0; r0 < padded_rows_; r0 += kRows) {
         if (max_pos(r0) < key0) continue;  // causal skip: no row of this register tile sees a key here
         scores_and_weights(r0, key0);
-        update_outputs(r0);
+        for (int half = 0; half < kRows; half += kOutRows) update_outputs(r0 + half, half);
       }
     }
     finish(a, item);
@@ -67,7 +68,7 @@ class AttentionTiles {
     m_.assign(pr, -std::numeric_limits<float>::infinity());
     pos_.assign(pr, -1);
     k_t_.assign(static_cast<size_t>(hd_) * kW, 0.0f);
-    v_.assign(static_cast<size_t>(kW) * hdp_, 0.0f);
+    v_.assign(static_cast<size_t>(kW + 1) * hdp_, 0.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
     // Row r = token * group + head within the group: a token's heads are adjacent.
     for (int64_t r = 0; r < rows_; ++r) {
@@ -85,23 +86,40 @@ class AttentionTiles {
     return m;
   }
 
-  // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW]) and v_ ([kW][hdp]); the lanes
-  // past n hold zeros.
+  // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW], zeros past n) and v_rows_
+  // (the cache's rows where they are a whole number of vectors, else padded copies in v_; past n,
+  // a row of zeros). Prefetches the next tile's rows, which sit in other blocks of the cache.
   void load_kv_tile(const AttentionArgs& a, const AttentionRun& run, int kv_head, int32_t key0, int n) {
     const PagedKv& kv = a.kv;
+    const int32_t last_needed = pos_[static_cast<size_t>(rows_ - 1)];
+    auto offset = [&](int32_t p) {
+      const int64_t slot =
+          static_cast<int64_t>(run.block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+      return slot * kv.slot_floats + static_cast<int64_t>(kv_head) * hd_;
+    };
     for (int j = 0; j < kW; ++j) {
-      float* v_row = v_.data() + static_cast<int64_t>(j) * hdp_;
+      float* v_copy = v_.data() + static_cast<int64_t>(j + 1) * hdp_;
       if (j >= n) {
         for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = 0.0f;
-        std::fill_n(v_row, hd_, 0.0f);
+        v_rows_[j] = v_.data();  // row 0 of v_ stays zero
         continue;
       }
-      const int32_t p = key0 + j;
-      const int64_t slot = static_cast<int64_t>(run.block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
-      const int64_t offset = slot * kv.slot_floats + static_cast<int64_t>(kv_head) * hd_;
-      const float* k_row = kv.k + offset;
+      const int64_t off = offset(key0 + j);
+      const float* k_row = kv.k + off;
       for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = k_row[d];
-      std::memcpy(v_row, kv.v + offset, static_cast<size_t>(hd_) * sizeof(float));
+      if (hd_ == hdp_) {
+        v_rows_[j] = kv.v + off;
+      } else {
+        std::memcpy(v_copy, kv.v + off, static_cast<size_t>(hd_) * sizeof(float));
+        v_rows_[j] = v_copy;
+      }
+      if (key0 + kW + j <= last_needed) {
+        const int64_t next = offset(key0 + kW + j);
+        for (int64_t d = 0; d < hd_; d += 16) {
+          __builtin_prefetch(kv.k + next + d);
+          __builtin_prefetch(kv.v + next + d);
+        }
+      }
     }
   }
 
@@ -135,30 +153,32 @@ class AttentionTiles {
     }
   }
 
-  // o = o * alpha + p V for rows [r0, r0 + kRows), kChunks output vectors at a time.
-  void update_outputs(int64_t r0) {
+  // o = o * alpha + p V for rows [r0, r0 + kOutRows), whose weights start at row `first` of p_,
+  // kChunks output vectors at a time.
+  void update_outputs(int64_t r0, int first) {
     const int64_t chunks = hdp_ / kW;
     int64_t c0 = 0;
-    for (; c0 + Vec::kChunks <= chunks; c0 += Vec::kChunks) update_chunks<Vec::kChunks>(r0, c0);
-    for (; c0 < chunks; ++c0) update_chunks<1>(r0, c0);
+    for (; c0 + Vec::kChunks <= chunks; c0 += Vec::kChunks) update_chunks<Vec::kChunks>(r0, first, c0);
+    for (; c0 < chunks; ++c0) update_chunks<1>(r0, first, c0);
   }
 
   template <int kC>
-  void update_chunks(int64_t r0, int64_t c0) {
-    V acc[kRows][kC];
-    for (int i = 0; i < kRows; ++i) {
-      const V alpha = Vec::set1(alpha_[i]);
+  void update_chunks(int64_t r0, int first, int64_t c0) {
+    V acc[kOutRows][kC];
+    const float* p = p_ + first * kW;
+    for (int i = 0; i < kOutRows; ++i) {
+      const V alpha = Vec::set1(alpha_[first + i]);
       for (int c = 0; c < kC; ++c) acc[i][c] = Vec::mul(Vec::load(o_.data() + (r0 + i) * hdp_ + (c0 + c) * kW), alpha);
     }
     for (int j = 0; j < kW; ++j) {
       V v[kC];
-      for (int c = 0; c < kC; ++c) v[c] = Vec::load(v_.data() + j * hdp_ + (c0 + c) * kW);
-      for (int i = 0; i < kRows; ++i) {
-        const V p = Vec::set1(p_[i * kW + j]);
-        for (int c = 0; c < kC; ++c) acc[i][c] = Vec::fma(p, v[c], acc[i][c]);
+      for (int c = 0; c < kC; ++c) v[c] = Vec::load(v_rows_[j] + (c0 + c) * kW);
+      for (int i = 0; i < kOutRows; ++i) {
+        const V w = Vec::set1(p[i * kW + j]);
+        for (int c = 0; c < kC; ++c) acc[i][c] = Vec::fma(w, v[c], acc[i][c]);
       }
     }
-    for (int i = 0; i < kRows; ++i) {
+    for (int i = 0; i < kOutRows; ++i) {
       for (int c = 0; c < kC; ++c) Vec::store(o_.data() + (r0 + i) * hdp_ + (c0 + c) * kW, acc[i][c]);
     }
   }
@@ -177,7 +197,9 @@ class AttentionTiles {
   // Per row: prescaled q [hdp], output o [hdp], lane sums l [kW], max m, position (-1: padding).
   std::vector<float> q_, o_, l_, m_;
   std::vector<int32_t> pos_;
-  std::vector<float> k_t_, v_;  // the K/V tile
+  // The K/V tile: K transposed; V rows (into the cache or v_, whose row 0 is zeros).
+  std::vector<float> k_t_, v_;
+  const float* v_rows_[kW];
   alignas(64) float p_[kRows * kW];
   float alpha_[kRows];
 };
