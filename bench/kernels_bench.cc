@@ -1,7 +1,7 @@
 // Kernel benchmarks: matmul per weight type at TinyLlama-1.1B shapes, decode (1 token: weight
 // GB/s), batched decode (2-64 tokens, small_*) and prefill (512 tokens: GFLOP/s), plus the
 // machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against;
-// and the fused attention (prefill and batched decode) beside the f32 FMA peak.
+// and the fused attention (prefill and batched decode; compare with BM_FmaPeak in koi_bench_gemm).
 //
 //   build-x/bench/koi_bench_kernels [--isa=portable|avx2|avx512|avx512bf16] [--threads=N]
 //                                   [--benchmark_filter=...]
@@ -156,37 +156,6 @@ void BM_Int8Peak(benchmark::State& state) {
   state.SetLabel(std::to_string(pool().num_threads()) + " threads");
 }
 BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-// 12 independent chains of 512-bit f32 fma per pool thread (16 multiply-adds each): the float
-// peak the attention kernel is compared against.
-__attribute__((target("avx512f"))) void fma_chains(int64_t steps, float* out) {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (int64_t k = 0; k < steps; ++k) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 1; i < 12; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  *out = _mm512_reduce_add_ps(acc[0]);
-}
-
-void BM_Fp32FmaPeak(benchmark::State& state) {
-  constexpr int64_t kSteps = 1 << 18;
-  if (!__builtin_cpu_supports("avx512f")) {
-    state.SkipWithError("no AVX-512 on this CPU");
-    return;
-  }
-  std::vector<float> out(static_cast<size_t>(pool().num_threads()));
-  for (auto _ : state) {
-    pool().run([&](int thread_idx, int) { fma_chains(kSteps, &out[static_cast<size_t>(thread_idx)]); });
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 16 * 12 * kSteps * pool().num_threads() * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(pool().num_threads()) + " threads");
-}
-BENCHMARK(BM_Fp32FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // One layer of causal attention in TinyLlama-1.1B's shape (32 query heads, 4 KV heads of 64) over
 // a paged cache of 16-token blocks: a prompt of `tokens` tokens (prefill), or `seqs` sequences of

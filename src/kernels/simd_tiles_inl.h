@@ -181,6 +181,8 @@ struct Float8Kernel {
 //   template <DType, class I> DotW<I> prep(I w)   w: q4_0 nibbles (0..15) or q8_0 signed bytes
 //   template <DType, class I> I dot(I acc, const DotW<I>& w, I x)
 //       acc + in each int32 lane, the sum of the 4 products of the lane's bytes (exact)
+//   template <DType> __m256i to_panel(__m256i w)          the weight bytes as pack_panel stores them
+//   template <DType, class I> DotW<I> prep_panel(I w)     prep for words read from a panel
 // for I = __m256i and the level's vector V::I, and a vector type V (kLanes int32/f32 lanes):
 //   I iset1(int32_t); I iload(const void*); I isub(I, I); I iand(I, I); I isrl4(I)  (bytes >> 4)
 //   F cvt(I); F fset1(float); F fload(const float*); F mul(F, F); F fmadd(F, F, F);
@@ -333,7 +335,7 @@ inline void transpose_words(__m256i* v) {
 // 8 rows: the weight words by in-register transposes of 4 x 4 words, the scales as f32. A wrong
 // panel shows as a prefill result that differs from decode's (matmul_test's bitwise tests).
 // The rows are in L2 by now: the tiles of the previous panel prefetched them (quant_matmul_rows).
-template <class V, DType kType>
+template <class V, class D, DType kType>
 void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   using Q = QuantBlock<kType>;
   constexpr int L = V::kLanes;
@@ -353,7 +355,7 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
         }
         transpose_words(v);
         for (int k = 0; k < 4; ++k) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), v[k]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), D::template to_panel<kType>(v[k]));
         }
       }
       alignas(16) uint16_t d[8];
@@ -384,7 +386,7 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, 
     I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = V::iset1(-D::offset(kType) * x[t][b].sum);
     auto dot_word = [&](I w, int k) {
-      const DotW<I> dw = D::template prep<kType>(w);
+      const DotW<I> dw = D::template prep_panel<kType>(w);
       for (int t = 0; t < T; ++t) {
         int32_t word;
         std::memcpy(&word, x[t][b].qs + 4 * k, 4);
@@ -462,7 +464,7 @@ void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
     const int64_t token_tiles = (chunk_end - chunk + kMaxT - 1) / kMaxT;
     for (int64_t row = row_begin; row < row_end; row += L) {
       const int nr = static_cast<int>(std::min<int64_t>(L, row_end - row));
-      pack_panel<V, kType>(a, row, nr, panel.data());
+      pack_panel<V, D, kType>(a, row, nr, panel.data());
       // The next panel's rows, spread over this panel's token tiles (only inside this range).
       const TilePrefetch next(a, row, L, token_tiles * n_blocks, row + L < row_end);
       for (int64_t tile = 0; tile < token_tiles; ++tile) {
@@ -488,6 +490,15 @@ struct MaddubsDot {
   static __m256i dot(__m256i acc, const DotW<__m256i>& w, __m256i x) {
     if constexpr (kType == DType::kQ8_0) x = _mm256_sign_epi8(x, w.s);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.u, x), _mm256_set1_epi16(1)));
+  }
+  // Panels keep the weights as stored (the sign trick needs them signed).
+  template <DType>
+  static __m256i to_panel(__m256i w) {
+    return w;
+  }
+  template <DType kType, class I>
+  static DotW<I> prep_panel(I w) {
+    return prep<kType>(w);
   }
 };
 
