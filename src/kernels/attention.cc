@@ -40,7 +40,7 @@ struct PortableVec {
   }
   static V fma(const V& a, const V& b, const V& c) {
     V v;
-    for (int i = 0; i < kWidth; ++i) v.x[i] = std::fma(a.x[i], b.x[i], c.x[i]);
+    for (int i = 0; i < kWidth; ++i) v.x[i] = a.x[i] * b.x[i] + c.x[i];
     return v;
   }
   static V mul(const V& a, const V& b) {

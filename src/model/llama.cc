@@ -1,6 +1,5 @@
 #include "model/llama.h"
 
-#include <cmath>
 #include <string>
 
 #include "kernels/attention.h"
