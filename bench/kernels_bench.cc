@@ -1,6 +1,7 @@
 // Kernel benchmarks: matmul per weight type at TinyLlama-1.1B shapes, decode (1 token: weight
 // GB/s), batched decode (2-64 tokens, small_*) and prefill (512 tokens: GFLOP/s), plus the
-// machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against.
+// machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against;
+// and the fused attention (prefill and batched decode; compare with BM_FmaPeak in koi_bench_gemm).
 //
 //   build-x/bench/koi_bench_kernels [--isa=portable|avx2|avx512|avx512bf16] [--threads=N]
 //                                   [--benchmark_filter=...]
@@ -18,6 +19,7 @@
 
 #include "base/random.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/isa.h"
 #include "kernels/ops.h"
 
@@ -154,6 +156,54 @@ void BM_Int8Peak(benchmark::State& state) {
   state.SetLabel(std::to_string(pool().num_threads()) + " threads");
 }
 BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One layer of causal attention in TinyLlama-1.1B's shape (32 query heads, 4 KV heads of 64) over
+// a paged cache of 16-token blocks: a prompt of `tokens` tokens (prefill), or `seqs` sequences of
+// one decode token each at position `tokens`. GFLOP/s counts 4 * head_dim flops per (query head,
+// visible key) pair: the scores and the weighted sum of V.
+void BM_Attention(benchmark::State& state) {
+  const int64_t tokens = state.range(0), seqs = state.range(1);
+  const bool prefill = seqs == 0;
+  const AttentionShape shape{32, 4, 64};
+  const int block_size = 16;
+  const int64_t n_seqs = prefill ? 1 : seqs, context = prefill ? tokens : tokens + 1;
+  const int64_t blocks_per_seq = (context + block_size - 1) / block_size;
+  const int64_t slot_floats = int64_t{shape.n_kv_heads} * shape.head_dim;
+  Rng rng(5);
+  std::vector<float> k(static_cast<size_t>(n_seqs * blocks_per_seq * block_size * slot_floats));
+  std::vector<float> v(k.size());
+  for (float& f : k) f = 2.0f * rng.uniform_f() - 1.0f;
+  for (float& f : v) f = 2.0f * rng.uniform_f() - 1.0f;
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+  std::vector<AttentionRun> runs;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int64_t b = 0; b < blocks_per_seq; ++b) tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    if (prefill) {
+      runs.push_back({0, tokens, 0, tables[s]});
+    } else {
+      runs.push_back({s, 1, static_cast<int32_t>(tokens), tables[s]});
+    }
+  }
+  const int64_t q_tokens = prefill ? tokens : n_seqs;
+  std::vector<float> q(static_cast<size_t>(q_tokens * shape.q_dim())), out(q.size());
+  for (float& f : q) f = 2.0f * rng.uniform_f() - 1.0f;
+  const PagedKv kv{k.data(), v.data(), slot_floats, block_size};
+  for (auto _ : state) {
+    attention(shape, q.data(), kv, runs, out.data(), &pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double pairs = prefill ? tokens * (tokens + 1) / 2.0 : static_cast<double>(n_seqs) * (tokens + 1);
+  state.counters["GFLOP/s"] = benchmark::Counter(pairs * shape.n_heads * 4.0 * shape.head_dim * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Attention)
+    ->ArgNames({"tokens", "seqs"})
+    ->Args({512, 0})
+    ->Args({2048, 0})
+    ->Args({512, 1})
+    ->Args({512, 32})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // Sums 1 GiB of floats, each pool thread over its contiguous share of the buffer.
 void BM_MemoryReadBandwidth(benchmark::State& state) {

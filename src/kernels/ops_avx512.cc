@@ -64,6 +64,15 @@ struct VnniDot {
     if constexpr (sizeof(I) == 32) return _mm256_dpbusd_epi32(acc, w.u, x);
     else return _mm512_dpbusd_epi32(acc, w.u, x);
   }
+  // Panels hold q8_0 weights already as w + 128, so a panel tile's words need no prep.
+  template <DType kType>
+  static __m256i to_panel(__m256i w) {
+    return prep<kType>(w).u;
+  }
+  template <DType, class I>
+  static DotW<I> prep_panel(I w) {
+    return {w, w};
+  }
 };
 
 struct Vec512 {

@@ -181,6 +181,8 @@ struct Float8Kernel {
 //   template <DType, class I> DotW<I> prep(I w)   w: q4_0 nibbles (0..15) or q8_0 signed bytes
 //   template <DType, class I> I dot(I acc, const DotW<I>& w, I x)
 //       acc + in each int32 lane, the sum of the 4 products of the lane's bytes (exact)
+//   template <DType> __m256i to_panel(__m256i w)          the weight bytes as pack_panel stores them
+//   template <DType, class I> DotW<I> prep_panel(I w)     prep for words read from a panel
 // for I = __m256i and the level's vector V::I, and a vector type V (kLanes int32/f32 lanes):
 //   I iset1(int32_t); I iload(const void*); I isub(I, I); I iand(I, I); I isrl4(I)  (bytes >> 4)
 //   F cvt(I); F fset1(float); F fload(const float*); F mul(F, F); F fmadd(F, F, F);
@@ -332,7 +334,8 @@ inline void transpose_words(__m256i* v) {
 // The panel of rows [row0, row0 + nr), rows past nr repeating the last one. Per block and group of
 // 8 rows: the weight words by in-register transposes of 4 x 4 words, the scales as f32. A wrong
 // panel shows as a prefill result that differs from decode's (matmul_test's bitwise tests).
-template <class V, DType kType>
+// The rows are in L2 by now: the tiles of the previous panel prefetched them (quant_matmul_rows).
+template <class V, class D, DType kType>
 void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   using Q = QuantBlock<kType>;
   constexpr int L = V::kLanes;
@@ -340,11 +343,7 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   const int64_t n_blocks = a.in / 32;
   const uint8_t* rows[L];
   for (int r = 0; r < L; ++r) rows[r] = a.w + (row0 + (r < nr ? r : nr - 1)) * a.w_row_bytes;
-  // The pack is the first to read the tile's rows in this call: as a decode tile does, it fetches
-  // the next tile's rows meanwhile (without, packing ran at half the decode tile's bandwidth).
-  const TilePrefetch prefetch(a, row0, L, n_blocks, true);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch.step(b);
     uint32_t* dst = panel + b * (Q::kWords + 1) * L;
     for (int g = 0; g < L / 8; ++g) {
       const uint8_t* const* rg = rows + 8 * g;
@@ -356,7 +355,7 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
         }
         transpose_words(v);
         for (int k = 0; k < 4; ++k) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), v[k]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), D::template to_panel<kType>(v[k]));
         }
       }
       alignas(16) uint16_t d[8];
@@ -367,8 +366,12 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   }
 }
 
+// While it computes, the tile fetches its share of the next panel's rows (steps step0 + block of
+// `next`), so that streaming the weights from memory overlaps the integer dots instead of
+// preceding them.
 template <class V, class D, DType kType, int T>
-void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, int nr, int64_t tok0) {
+void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, int nr, int64_t tok0,
+                      const TilePrefetch& next, int64_t step0) {
   using Q = QuantBlock<kType>;
   using I = typename V::I;
   constexpr int L = V::kLanes;
@@ -378,11 +381,12 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, 
   for (int t = 0; t < T; ++t) acc[t] = V::fset1(0.0f);
   const int64_t n_blocks = a.in / 32;
   for (int64_t b = 0; b < n_blocks; ++b) {
+    next.step(step0 + b);
     const uint32_t* p = panel + b * (Q::kWords + 1) * L;
     I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = V::iset1(-D::offset(kType) * x[t][b].sum);
     auto dot_word = [&](I w, int k) {
-      const DotW<I> dw = D::template prep<kType>(w);
+      const DotW<I> dw = D::template prep_panel<kType>(w);
       for (int t = 0; t < T; ++t) {
         int32_t word;
         std::memcpy(&word, x[t][b].qs + 4 * k, 4);
@@ -448,20 +452,25 @@ void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
     }
     return;
   }
-  using Tile = void (*)(const MatmulArgs&, const uint32_t*, int64_t, int, int64_t);
+  using Tile = void (*)(const MatmulArgs&, const uint32_t*, int64_t, int, int64_t, const TilePrefetch&, int64_t);
   static constexpr auto kTiles = []<size_t... T>(std::index_sequence<T...>) {
     return std::array<Tile, kMaxT>{&quant_panel_tile<V, D, kType, static_cast<int>(T) + 1>...};
   }(std::make_index_sequence<kMaxT>());
   thread_local std::vector<uint32_t> panel;
   panel.resize(static_cast<size_t>(panel_words<V, kType>(a.in / 32)));
+  const int64_t n_blocks = a.in / 32;
   for (int64_t chunk = 0; chunk < a.n_tokens; chunk += kQuantTokenChunk) {
     const int64_t chunk_end = std::min(chunk + kQuantTokenChunk, a.n_tokens);
+    const int64_t token_tiles = (chunk_end - chunk + kMaxT - 1) / kMaxT;
     for (int64_t row = row_begin; row < row_end; row += L) {
       const int nr = static_cast<int>(std::min<int64_t>(L, row_end - row));
-      pack_panel<V, kType>(a, row, nr, panel.data());
-      for (int64_t tok = chunk; tok < chunk_end; tok += kMaxT) {
+      pack_panel<V, D, kType>(a, row, nr, panel.data());
+      // The next panel's rows, spread over this panel's token tiles (only inside this range).
+      const TilePrefetch next(a, row, L, token_tiles * n_blocks, row + L < row_end);
+      for (int64_t tile = 0; tile < token_tiles; ++tile) {
+        const int64_t tok = chunk + tile * kMaxT;
         const int nt = static_cast<int>(std::min<int64_t>(kMaxT, chunk_end - tok));
-        kTiles[nt - 1](a, panel.data(), row, nr, tok);
+        kTiles[nt - 1](a, panel.data(), row, nr, tok, next, tile * n_blocks);
       }
     }
   }
@@ -481,6 +490,15 @@ struct MaddubsDot {
   static __m256i dot(__m256i acc, const DotW<__m256i>& w, __m256i x) {
     if constexpr (kType == DType::kQ8_0) x = _mm256_sign_epi8(x, w.s);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.u, x), _mm256_set1_epi16(1)));
+  }
+  // Panels keep the weights as stored (the sign trick needs them signed).
+  template <DType>
+  static __m256i to_panel(__m256i w) {
+    return w;
+  }
+  template <DType kType, class I>
+  static DotW<I> prep_panel(I w) {
+    return prep<kType>(w);
   }
 };
 

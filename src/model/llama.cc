@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace koi::model {
@@ -222,7 +223,33 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
 // positions j <= positions[t] of token t's sequence (the last `window` of them on a
 // sliding-window layer), read from the paged cache; scale is 1/sqrt(head_dim) unless the
 // config says otherwise, cap is the identity unless attn_softcap > 0.
+// Plain causal layers (the default scale, no cap, no window: Llama, Qwen, Mistral without
+// windows) run the fused kernel (kernels/attention.h), with the batch's tokens handed over as
+// runs: maximal stretches of one sequence at consecutive positions (a prefill chunk, or one
+// decode token). The other layers (Gemma 2's caps and windows) take attention_general(), the
+// per-(token, head) loop; the fused kernel does not take a cap or a window yet.
 void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  if (c.attn_scale > 0.0f || c.attn_softcap > 0.0f || c.window_of(layer) > 0) {
+    attention_general(batch, kv, layer, pool);
+    return;
+  }
+  const int64_t T = batch.num_tokens();
+  runs_.clear();
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t seq = batch.seq_index[t], pos = batch.positions[t];
+    if (t > 0 && seq == batch.seq_index[t - 1] && pos == batch.positions[t - 1] + 1) {
+      ++runs_.back().n_tokens;
+      continue;
+    }
+    runs_.push_back({t, 1, pos, batch.sequences[seq].block_table});
+  }
+  const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size};
+  kernels::attention(shape, q_.data(), paged, runs_, attn_out_.data(), pool);
+}
+
+void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), hd = c.head_dim, qd = c.q_dim();
   const int block_size = kv.shape().block_size;

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -37,12 +38,15 @@ class LlamaModel {
 
  private:
   void attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
+  // Scaled, soft-capped or sliding-window layers: the per-(token, head) loop.
+  void attention_general(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
 
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<float> inv_freq_;
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
+  std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names

@@ -16,9 +16,10 @@ std::optional<ModelConfig> named_shape(const std::string& name) {
   if (name == "tiny") {
     c.name = "random-tiny";
     c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 128, c.n_vocab = 512;
-  } else if (name == "tinyllama") {
-    c.name = "random-tinyllama-1.1b";
+  } else if (name == "tinyllama" || name == "tinyllama-8k") {
+    c.name = name == "tinyllama" ? "random-tinyllama-1.1b" : "random-tinyllama-1.1b-8k";
     c.dim = 2048, c.n_layers = 22, c.n_heads = 32, c.n_kv_heads = 4, c.ffn_dim = 5632, c.n_vocab = 32000;
+    if (name == "tinyllama-8k") c.max_seq_len = 8192;
   } else {
     return std::nullopt;
   }
