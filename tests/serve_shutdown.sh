@@ -9,7 +9,7 @@ expect=${EXPECT_FINISH:-length}
 curl -sN "$URL/v1/completions" -o "$WORK/stream.txt" \
   -d '{"model":"stories","prompt":"Once upon a time","max_tokens":400,"n":16,"ignore_eos":true,"stream":true}' &
 client=$!
-for _ in $(seq 100); do [[ -s "$WORK/stream.txt" ]] && break; sleep 0.05; done
+for _ in $(seq 600); do [[ -s "$WORK/stream.txt" ]] && break; sleep 0.05; done  # 30 s: a loaded machine
 [[ -s "$WORK/stream.txt" ]] || fail "the stream did not start"
 kill -TERM "$SERVER_PID"
 sleep 0.2
