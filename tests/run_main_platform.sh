@@ -14,7 +14,14 @@ SHARED=$2
 REPO=$3
 WORK=$(mktemp -d)
 pid=""
-trap '[ -n "$pid" ] && kill -INT -- -"$pid" 2>/dev/null; sleep 1; rm -rf "$WORK"' EXIT
+# On a failure, what the run left (its replicas outlive a control plane by design) is ended
+# too: every process whose command line names this test's directory.
+cleanup() {
+  [ -n "$pid" ] && kill -INT -- -"$pid" 2>/dev/null && sleep 2
+  pkill -KILL -f "$WORK/" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 fail() { echo "FAIL: $*"; tail -n 40 "$WORK/out.txt" "$WORK/err.txt" 2>/dev/null; exit 1; }
 
 head -c 60000 "$SHARED/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
