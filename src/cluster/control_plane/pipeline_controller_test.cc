@@ -54,7 +54,8 @@ class PipelineControllerTest : public ::testing::Test {
   }
   std::vector<std::string> reasons(const std::string& name) {
     std::vector<std::string> out;
-    for (const Event& e : *store_->events("Pipeline", "alpha", name)) out.push_back(e.reason);
+    auto events = store_->events("Pipeline", "alpha", name);  // named: the loop must not outlive it
+    for (const Event& e : *events) out.push_back(e.reason);
     return out;
   }
 
