@@ -211,6 +211,16 @@ def run_slurm_test(body, hosts=3, config=None, min_job_age=300):
     print("PASS")
 
 
+def two_tenant_config(gpus=4, admins=False):
+    """One node (8 cores, 16 GiB, `gpus` fake H100s) and two tenants, alpha and beta (tokens
+    alpha-token and beta-token), each with an unlimited queue; with `admins`, an admin ops
+    (token admin-token)."""
+    text = ("nodes:\n  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: %d}}\n"
+            "queues:\n  - {name: alpha-q, tenant: alpha}\n  - {name: beta-q, tenant: beta}\n"
+            "tenants:\n  - {name: alpha, token: alpha-token}\n  - {name: beta, token: beta-token}\n" % gpus)
+    return text + ("admins:\n  - {name: ops, token: admin-token}\n" if admins else "")
+
+
 def run_test(config, body):
     """Starts a control plane on `config`, runs body(cp), always cleans up; prints PASS."""
     cp = ControlPlane(config).start()

@@ -8,20 +8,9 @@ import json
 import os
 import time
 
-from cluster_harness import check, fail, manifest, run_test, write
+from cluster_harness import two_tenant_config, check, fail, manifest, run_test, write
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 2}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-  - {name: beta-q, tenant: beta}
-tenants:
-  - {name: alpha, token: alpha-token}
-  - {name: beta, token: beta-token}
-admins:
-  - {name: ops, token: admin-token}
-"""
+CONFIG = two_tenant_config(gpus=2, admins=True)
 A, B, ADMIN = "alpha-token", "beta-token", "admin-token"
 NS = "/apis/v1/namespaces/"
 

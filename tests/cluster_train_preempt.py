@@ -5,19 +5,10 @@ resumes from that checkpoint and ends bitwise identical to an uninterrupted run.
 import os
 import time
 
-from cluster_harness import (baseline_run, check, last_step, manifest, run_test, same_weights,
+from cluster_harness import (baseline_run, check, last_step, manifest, run_test, same_weights, two_tenant_config,
                              tiny_recipe, write)
 
-CONFIG = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 4}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-  - {name: beta-q, tenant: beta}
-tenants:
-  - {name: alpha, token: alpha-token}
-  - {name: beta, token: beta-token}
-"""
+CONFIG = two_tenant_config()
 A, B = "alpha-token", "beta-token"
 STEPS = 12000
 

@@ -20,16 +20,7 @@ DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "koi.json")
 # (an upstream error needs a failing replica): they must be declared (# TYPE) on /metrics,
 # and known to Prometheus' metadata API.
 DECLARED_ONLY = {"koi_gateway_upstream_errors_total"}
-CLUSTER = """
-nodes:
-  - {name: node-a, cpu: 8, memoryMiB: 16384, gpus: {type: H100, count: 4}}
-queues:
-  - {name: alpha-q, tenant: alpha}
-  - {name: beta-q, tenant: beta}
-tenants:
-  - {name: alpha, token: alpha-token}
-  - {name: beta, token: beta-token}
-"""
+CLUSTER = ch.two_tenant_config()
 # The families the issue asks for, by program, with a series each.
 FAMILIES = {
     "train": ["koi_train_step_seconds", "koi_train_step_duration_seconds_count", "koi_train_tokens_per_second",

@@ -181,35 +181,31 @@ bool KvExport::cancelled() const {
   return cancelled_;
 }
 
-void KvExport::push_block(Block block) {
+void KvExport::push(Item item, bool unless_cancelled) {
   {
     std::lock_guard lock(mu_);
-    if (cancelled_) return;
-    Item item;
-    item.block = std::move(block);
+    if (unless_cancelled && cancelled_) return;
     items_.push_back(std::move(item));
   }
   cv_.notify_all();
+}
+
+void KvExport::push_block(Block block) {
+  Item item;
+  item.block = std::move(block);
+  push(std::move(item), /*unless_cancelled=*/true);
 }
 
 void KvExport::finish(PrefillResult result) {
-  {
-    std::lock_guard lock(mu_);
-    Item item;
-    item.done = std::move(result);
-    items_.push_back(std::move(item));
-  }
-  cv_.notify_all();
+  Item item;
+  item.done = std::move(result);
+  push(std::move(item), /*unless_cancelled=*/false);
 }
 
 void KvExport::fail(Status error) {
-  {
-    std::lock_guard lock(mu_);
-    Item item;
-    item.error = std::move(error);
-    items_.push_back(std::move(item));
-  }
-  cv_.notify_all();
+  Item item;
+  item.error = std::move(error);
+  push(std::move(item), /*unless_cancelled=*/false);
 }
 
 std::optional<KvExport::Item> KvExport::next(int timeout_ms) {

@@ -146,6 +146,8 @@ class KvExport {
   void cancel();
 
  private:
+  // Queues `item` for the reader (dropped when unless_cancelled and the export was cancelled).
+  void push(Item item, bool unless_cancelled);
   const int skip_blocks_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -342,40 +342,34 @@ Status StateStore::sync_config(const ControlPlaneConfig& config) {
                                     {t.sha256_hex, t.principal.name, int64_t{t.principal.admin ? 1 : 0}}));
     }
     KOI_RETURN_IF_ERROR(db_->exec("clear inventory", "DELETE FROM cluster_objects WHERE kind IN ('Node', 'Queue')"));
-    auto put = [&](const char* kind, const std::string& ns, const std::string& name, const json::value& v) -> Status {
-      KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
-      json::value body = v;
-      body.as_object()["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
-      const std::string text = json::serialize(body);
-      KOI_RETURN_IF_ERROR(db_->exec("insert object",
-                                    "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
-                                    "VALUES (?, ?, ?, ?, ?, '', ?)",
-                                    {std::string(kind), ns, name, new_uid(), rv, text}));
-      return db_->exec("insert change",
-                       "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) VALUES (?, 'MODIFIED', ?, ?, ?, ?)",
-                       {rv, std::string(kind), ns, name, text});
-    };
-    for (const NodeSpec& n : config.nodes) KOI_RETURN_IF_ERROR(put("Node", "", n.name, node_object_json(n)));
-    for (const QueueSpec& q : config.queues) KOI_RETURN_IF_ERROR(put("Queue", q.tenant, q.name, queue_object_json(q)));
+    for (const NodeSpec& n : config.nodes) KOI_RETURN_IF_ERROR(insert_config_object("Node", "", n.name, node_object_json(n)));
+    for (const QueueSpec& q : config.queues) {
+      KOI_RETURN_IF_ERROR(insert_config_object("Queue", q.tenant, q.name, queue_object_json(q)));
+    }
     return ok_status();
   });
+}
+
+Status StateStore::insert_config_object(const std::string& kind, const std::string& ns, const std::string& name,
+                                        json::value body) {
+  KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
+  body.as_object()["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
+  const std::string text = json::serialize(body);
+  KOI_RETURN_IF_ERROR(db_->exec("insert object",
+                                "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
+                                "VALUES (?, ?, ?, ?, ?, '', ?)",
+                                {kind, ns, name, new_uid(), rv, text}));
+  return db_->exec("insert change",
+                   "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
+                   "VALUES (?, 'MODIFIED', ?, ?, ?, ?)",
+                   {rv, kind, ns, name, text});
 }
 
 Status StateStore::replace_object(const std::string& kind, const std::string& ns, const std::string& name,
                                   json::value body, const Event& event) {
   return db_->transaction([&]() -> Status {
     KOI_RETURN_IF_ERROR(db_->exec("delete object", "DELETE FROM cluster_objects WHERE kind = ? AND name = ?", {kind, name}));
-    KOI_ASSIGN_OR_RETURN(int64_t rv, next_version());
-    body.as_object()["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
-    const std::string text = json::serialize(body);
-    KOI_RETURN_IF_ERROR(db_->exec("insert object",
-                                  "INSERT INTO cluster_objects (kind, namespace, name, uid, resource_version, phase, body) "
-                                  "VALUES (?, ?, ?, ?, ?, '', ?)",
-                                  {kind, ns, name, new_uid(), rv, text}));
-    KOI_RETURN_IF_ERROR(db_->exec("insert change",
-                                  "INSERT INTO cluster_changes (resource_version, type, kind, namespace, name, body) "
-                                  "VALUES (?, 'MODIFIED', ?, ?, ?, ?)",
-                                  {rv, kind, ns, name, text}));
+    KOI_RETURN_IF_ERROR(insert_config_object(kind, ns, name, std::move(body)));
     return record_events({event});
   });
 }

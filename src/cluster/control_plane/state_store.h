@@ -120,6 +120,10 @@ class StateStore {
                        const std::function<std::string()>& text, const std::vector<Event>& events);
   Result<std::vector<std::string>> bodies(const std::string& kind, const std::string& ns,
                                           const std::vector<std::string>& phases_excluded);
+  // Inside a transaction: a Node or Queue object (declared, versionless in the API's sense)
+  // written as `body` with a new resourceVersion, and its change.
+  Status insert_config_object(const std::string& kind, const std::string& ns, const std::string& name,
+                              boost::json::value body);
   // Object `kind`/`name` replaced by `body` (its resourceVersion set), a change and the event.
   Status replace_object(const std::string& kind, const std::string& ns, const std::string& name,
                         boost::json::value body, const Event& event);
