@@ -3,8 +3,9 @@
 # budget across a control-plane kill -9, a kill -9 while jobs run, and koi train jobs that
 # are killed or preempted and resume bit-identically, a job past its memory limit (OOMKilled),
 # a 2-replica koi train job run as 2 MPI ranks, pipelines, and tenant isolation
-# with malformed specs for models and pipelines.
-foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi pipeline isolation)
+# with malformed specs for models and pipelines, and live scheduling against `koi sim` (one
+# workload; cluster_sim_agree_seeds, slow, runs four more).
+foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi pipeline isolation sim_agree)
   add_test(NAME cluster_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_${t}.py)
   set_tests_properties(cluster_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
@@ -43,3 +44,8 @@ foreach(t deploy_rollout deploy_autoscale)
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
     LABELS integration TIMEOUT 180)
 endforeach()
+# Live scheduling against `koi sim` on more workloads (about 45 s each).
+add_test(NAME cluster_sim_agree_seeds COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_sim_agree.py)
+set_tests_properties(cluster_sim_agree_seeds PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR};KOI_SIM_AGREE_SEEDS=1,4,7,11"
+  LABELS slow TIMEOUT 400)

@@ -17,7 +17,7 @@ namespace {
 using namespace koi::cluster;
 
 struct SimFlags {
-  std::string nodes, trace, policy = "koi", mode = "replay", json, svg;
+  std::string nodes, trace, policy = "koi", mode = "replay", json, svg, decisions;
   double arrival_scale = 1.0, fill_limit = 1.3;
   uint64_t seed = 1;
   int limit = 0, max_nodes_scored = 0, repeat = 1;
@@ -87,6 +87,8 @@ int run_sim(const SimFlags& f) {
   o.repeat = f.repeat;
   o.seed = f.seed;
   o.fill_limit = f.fill_limit;
+  o.record_decisions = !f.decisions.empty();
+  if (o.record_decisions && o.mode != SimMode::kReplay) return fail("--decisions: only a replay admits and preempts");
   Result<SimResult> r = simulate(cluster, *jobs, o);
   if (!r.ok()) return fail(r.status().message());
   std::printf("cluster: %zu nodes, %.0f GPUs; policy %s, mode %s\n", cluster.nodes.size(),
@@ -94,6 +96,10 @@ int run_sim(const SimFlags& f) {
   std::printf("jobs %d, unschedulable on an empty cluster %d\n", r->jobs, r->unschedulable);
   if (o.mode == SimMode::kReplay) {
     std::printf("finished %d, unfinished %d, preemptions %d\n", r->finished, r->unfinished, r->preemptions);
+    if (r->unstable_instants > 0) {
+      std::printf("warning: at %d instants the plans kept deciding for 64 rounds (a preemption cycle)\n",
+                  r->unstable_instants);
+    }
     std::printf("JCT avg %.0f s, p99 %.0f s; queueing avg %.0f s, p99 %.0f s; makespan %.0f s\n", r->avg_jct, r->p99_jct,
                 r->avg_queueing, r->p99_queueing, r->makespan);
     std::printf("GPU allocation avg %.1f%%; unallocated GPUs while saturated %.1f%% (saturated %.0f s)\n",
@@ -116,6 +122,10 @@ int run_sim(const SimFlags& f) {
   if (!f.json.empty()) {
     Status s = write_file_atomic(f.json, sim_json(*r));
     if (!s.ok()) return fail("--json: " + s.message());
+  }
+  if (!f.decisions.empty()) {
+    Status s = write_file_atomic(f.decisions, sim_decisions_json(*r));
+    if (!s.ok()) return fail("--decisions: " + s.message());
   }
   if (!f.svg.empty()) {
     Status s = write_file_atomic(f.svg, sim_svg(*r));
@@ -155,6 +165,9 @@ Runner setup_sim(CLI::App* app) {
                   "score at most N feasible nodes per single-replica placement (0 = all)")
       ->capture_default_str();
   app->add_option("--json", f->json, "write the full result as JSON to FILE");
+  app->add_option("--decisions", f->decisions,
+                  "replay: write every instant's admissions and preemptions as JSON to FILE "
+                  "([{time, admit: [names], preempt: [names]}])");
   app->add_option("--svg", f->svg, "write the GPU allocation curve as an SVG chart to FILE");
   return [f] { return run_sim(*f); };
 }

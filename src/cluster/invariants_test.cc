@@ -1,5 +1,6 @@
 // Randomized invariants over random clusters and workloads, replayed through the simulator:
-// nothing over-allocated, quotas held, gangs whole, topology held, runs deterministic.
+// nothing over-allocated, quotas held, gangs whole, topology held, runs deterministic, plans
+// settle (no preemption cycle at any instant).
 // KOI_CLUSTER_RANDOM_RUNS sets the number of random cases (default 150, the `slow` test 3000).
 #include <gtest/gtest.h>
 
@@ -144,6 +145,9 @@ TEST(ClusterInvariants, RandomClustersAndWorkloads) {
     if (HasFatalFailure()) FAIL() << "run " << run << " policy " << policies[run % 7];
     bool quotas = false;
     for (const QueueSpec& q : c.queues) quotas = quotas || !q.quota.empty();
+    // Stability: at every instant the plans settle (what one plan decides, the next does not
+    // undo; the control plane plans every round).
+    EXPECT_EQ(a->unstable_instants, 0) << "run " << run << " policy " << policies[run % 7] << ": a preemption cycle";
     if (o.mode == SimMode::kReplay && !quotas) {
       EXPECT_EQ(a->unfinished, 0) << "run " << run << ": without quotas every runnable job finishes";
     }

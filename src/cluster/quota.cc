@@ -135,6 +135,13 @@ bool QuotaBook::borrowing(int queue) const {
   return false;
 }
 
+bool QuotaBook::has_quota(int queue) const {
+  for (int r = 0; r < resources_; ++r) {
+    if (quota_[queue][r]) return true;
+  }
+  return false;
+}
+
 bool QuotaBook::type_open(int queue, int gpu_type) const {
   return !typed_[queue] || quota_[queue][kFirstGpuType + gpu_type] != nullptr;
 }

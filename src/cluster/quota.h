@@ -25,6 +25,10 @@ class QuotaBook {
   bool within_nominal(const Job& job, int replicas, int gpu_type) const;
   // Whether the queue uses more than its nominal quota of some resource.
   bool borrowing(int queue) const;
+  // Whether the queue has a quota at all, and whether what it runs is guaranteed: it has a
+  // quota and stays within nominal. Another queue's job never preempts guaranteed work.
+  bool has_quota(int queue) const;
+  bool guaranteed(int queue) const { return has_quota(queue) && !borrowing(queue); }
   // Whether the queue may use GPUs of this type at all.
   bool type_open(int queue, int gpu_type) const;
   // Charges (sign = +1) or releases (sign = -1) replicas of a job on a GPU type.

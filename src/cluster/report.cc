@@ -33,8 +33,8 @@ std::string sim_json(const SimResult& r) {
   out += fmt::format("  \"policy\": {},\n  \"mode\": {},\n", json_string(r.policy), json_string(r.mode));
   out += fmt::format("  \"jobs\": {},\n  \"unschedulable\": {},\n", r.jobs, r.unschedulable);
   if (r.mode == "replay") {
-    out += fmt::format("  \"finished\": {},\n  \"unfinished\": {},\n  \"preemptions\": {},\n", r.finished, r.unfinished,
-                       r.preemptions);
+    out += fmt::format("  \"finished\": {},\n  \"unfinished\": {},\n  \"preemptions\": {},\n  \"unstable_instants\": {},\n",
+                       r.finished, r.unfinished, r.preemptions, r.unstable_instants);
     out += fmt::format("  \"avg_jct_s\": {},\n  \"p99_jct_s\": {},\n", num(r.avg_jct), num(r.p99_jct));
     out += fmt::format("  \"avg_queueing_s\": {},\n  \"p99_queueing_s\": {},\n", num(r.avg_queueing), num(r.p99_queueing));
     out += fmt::format("  \"makespan_s\": {},\n  \"avg_gpu_allocation\": {},\n", num(r.makespan), num(r.avg_allocation));
@@ -67,6 +67,22 @@ std::string sim_json(const SimResult& r) {
   out += "],\n  \"waiting\": [";
   for (size_t i = 0; i < r.waiting.size(); ++i) out += fmt::format("{}\n    {}", i ? "," : "", json_string(r.waiting[i]));
   out += r.waiting.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+std::string sim_decisions_json(const SimResult& r) {
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + json_string(v[i]);
+    return out;
+  };
+  std::string out = "[";
+  for (size_t i = 0; i < r.decisions.size(); ++i) {
+    const SimStep& s = r.decisions[i];
+    out += fmt::format("{}\n  {{\"time\": {}, \"admit\": [{}], \"preempt\": [{}]}}", i ? "," : "", num(s.time),
+                       names(s.admitted), names(s.preempted));
+  }
+  out += r.decisions.empty() ? "]\n" : "\n]\n";
   return out;
 }
 

@@ -150,7 +150,8 @@ FailKey fail_key(const Job& j) {
 // A unit of room that preemption can take back: replicas [target, kept) of a running job.
 struct Unit {
   int run = 0;
-  int target = 0;  // replicas the job keeps if this unit is taken
+  int target = 0;            // replicas the job keeps if this unit is taken
+  bool other_queue = false;  // a whole job of another queue: taken only while that queue is not guaranteed
 };
 
 class Planner {
@@ -184,6 +185,7 @@ class Planner {
       }
       Explanation why;
       if (try_admit(job, &why)) continue;
+      if (why.reason != Reason::kNoGpuType) passed_over_.push_back(&job);
       bool resource_failure = why.reason != Reason::kQuota && why.reason != Reason::kNoGpuType;
       if (resource_failure && policy_.blocking == Blocking::kStrict) {
         blocked = true;
@@ -305,10 +307,12 @@ class Planner {
     }
     std::string quota_why;
     std::optional<std::vector<Placement>> placed = place_gang(job, free_, quota_, &quota_why);
+    bool preempted = false;
     if (!placed) {
       diagnose(job, quota_why, restricted, why);
       if (plan_.reserved_job == kNone && policy_.preemption && why->reason != Reason::kNoGpuType) {
         placed = preempt_for(job);
+        preempted = placed.has_value();
       }
     }
     options_.excluded_nodes = nullptr;
@@ -316,7 +320,12 @@ class Planner {
       failed_[key] = *why;
       return false;
     }
-    std::vector<Placement> placements = std::move(*placed);
+    admit(job, std::move(*placed), restricted);
+    if (preempted) retry_passed_over();
+    return true;
+  }
+
+  void admit(const Job& job, std::vector<Placement> placements, bool restricted) {
     if (policy_.elastic) {
       options_.excluded_nodes = restricted ? &excluded_ : nullptr;
       std::vector<Placement> extra = place_extra(job, job.min_replicas, &placements[0]);
@@ -325,7 +334,24 @@ class Planner {
     }
     admitted_.push_back({&job, placements});
     plan_.decisions.push_back({DecisionKind::kAdmit, job.id, std::move(placements), kNone});
-    return true;
+  }
+
+  // A preemption may free more than its preemptor needs (a victim is whole). The jobs passed
+  // over earlier in this round come first to that room, in their order, before the jobs after
+  // the preemptor: otherwise a lower-priority job would take it, and the next round would
+  // preempt that job for one passed over here (a plan must be stable: invariants_test).
+  void retry_passed_over() {
+    std::vector<const Job*> still;
+    for (const Job* j : passed_over_) {
+      std::optional<std::vector<Placement>> placed = place_gang(*j, free_, quota_, nullptr);
+      if (!placed) {
+        still.push_back(j);
+        continue;
+      }
+      std::erase_if(plan_.waiting, [&](const Explanation& e) { return e.job_id == j->id; });
+      admit(*j, std::move(*placed), false);
+    }
+    passed_over_ = std::move(still);
   }
 
   void diagnose(const Job& job, const std::string& quota_why, bool restricted, Explanation* why) {
@@ -365,8 +391,15 @@ class Planner {
 
   // Preemption cost order: shrinking an elastic job first, then whole jobs by priority, then by
   // the GPU work they would lose, the most recently started first.
+  // Who may be a victim (Kueue's withinClusterQueue: LowerPriority, reclaimWithinCohort: Any,
+  // borrowWithinCohort: Never): a lower-priority job of the same queue or of a queue without
+  // a quota; and, when the job fits within its own queue's nominal quota, any job of a
+  // borrowing queue of its cohort, while that queue is still borrowing (trial() checks it as
+  // it takes them). A job that would borrow takes nothing from another queue with a quota,
+  // and work within its queue's nominal quota is never taken by another queue: so what one
+  // plan decides, the next does not undo (invariants_test checks that plans settle).
   std::vector<Unit> victims_for(const Job& job) const {
-    bool reclaim = quota_.within_nominal(job, job.min_replicas, kNone);
+    bool reclaim = quota_.has_quota(job.queue) && quota_.within_nominal(job, job.min_replicas, kNone);
     int cohort = c_.queue_cohort[job.queue];
     std::vector<Unit> shrink;
     std::vector<int> whole;
@@ -377,9 +410,10 @@ class Planner {
         for (int k = kept_[i] - 1; k >= v.min_replicas; --k) shrink.push_back({i, k});
       }
       if (!v.preemptible) continue;
-      bool lower = v.priority < job.priority;
-      bool reclaimable = reclaim && cohort != kNone && v.queue != job.queue && c_.queue_cohort[v.queue] == cohort &&
-                         quota_.borrowing(v.queue);
+      const bool same_queue = v.queue == job.queue;
+      const bool lower = v.priority < job.priority && (same_queue || !quota_.has_quota(v.queue));
+      const bool reclaimable = reclaim && cohort != kNone && !same_queue && c_.queue_cohort[v.queue] == cohort &&
+                               quota_.borrowing(v.queue);
       if (lower || reclaimable) whole.push_back(i);
     }
     auto lost = [&](int i) {
@@ -395,7 +429,7 @@ class Planner {
       return x.job.id < y.job.id;
     });
     std::vector<Unit> units = shrink;
-    for (int i : whole) units.push_back({i, 0});
+    for (int i : whole) units.push_back({i, 0, state_.running[i].job.queue != job.queue});
     return units;
   }
 
@@ -413,6 +447,7 @@ class Planner {
       if (!chosen[u]) continue;
       int run = units[u].run;
       const RunningJob& r = state_.running[run];
+      if (units[u].other_queue && t.quota.guaranteed(r.job.queue)) continue;  // its queue is back within nominal
       for (int k = units[u].target; k < t.kept[run]; ++k) {
         const Placement& p = r.replicas[k];
         apply_placement(t.free[p.node], p, r.job.request, +1);
@@ -545,6 +580,7 @@ class Planner {
   PlaceOptions options_;
   std::map<std::pair<FailKey, bool>, Explanation> failed_;
   std::vector<std::pair<const Job*, std::vector<Placement>>> admitted_;
+  std::vector<const Job*> passed_over_;  // jobs this round could not admit, in order
   std::string reserved_name_;
   Plan plan_;
 };

@@ -67,6 +67,8 @@ std::vector<QueueResult> queue_results(const Cluster& cluster, const std::vector
   return out;
 }
 
+constexpr int kMaxRoundsPerInstant = 64;
+
 class Replay {
  public:
   Replay(const Cluster& cluster, const SimOptions& options) : c_(cluster), o_(options), state_(make_empty_state(cluster)) {}
@@ -122,7 +124,23 @@ class Replay {
       while (next_arrival < jobs.size() && jobs[next_arrival].submit_time <= t) add_pending(jobs[next_arrival++]);
       Plan p = plan(state_, pending_, t, o_.policy);
       apply(p, t, &r);
+      if (o_.record_decisions) record(p, t, &r);
       if (o_.on_step) o_.on_step(state_, p);
+      // The control plane plans again in its next round, at once, on the state this plan
+      // left: a preempted victim, requeued, may start elsewhere (by preempting lower-priority
+      // work in turn), a reservation may move. So does the replay, at the same instant, until
+      // a plan decides nothing. A scheduler whose plans undo each other would never settle:
+      // counted, not looped on.
+      for (int round = 1; !p.decisions.empty(); ++round) {
+        if (round == kMaxRoundsPerInstant) {
+          ++r.unstable_instants;
+          break;
+        }
+        p = plan(state_, pending_, t, o_.policy);
+        apply(p, t, &r);
+        if (o_.record_decisions) record(p, t, &r);
+        if (o_.on_step) o_.on_step(state_, p);
+      }
       last_alloc = total > 0 ? static_cast<double>(allocated_gpu_milli(state_)) / static_cast<double>(total) : 0;
       last_saturated = false;
       for (const Explanation& w : p.waiting) {
@@ -216,6 +234,24 @@ class Replay {
     set_replicas(info, 0, t);
     info.finish = t;
     apply_decision(state_, Decision{DecisionKind::kPreempt, id, {}, kNone}, nullptr, t);
+  }
+
+  // Adds the plan's admissions and preemptions to the instant's step.
+  void record(const Plan& p, double t, SimResult* r) const {
+    SimStep step;
+    if (!r->decisions.empty() && r->decisions.back().time == t) {
+      step = std::move(r->decisions.back());
+      r->decisions.pop_back();
+    }
+    step.time = t;
+    for (const Decision& d : p.decisions) {
+      if (d.kind == DecisionKind::kAdmit) step.admitted.push_back(info_.at(d.job_id).job.name);
+      if (d.kind == DecisionKind::kPreempt) step.preempted.push_back(info_.at(d.job_id).job.name);
+    }
+    if (step.admitted.empty() && step.preempted.empty()) return;
+    std::sort(step.admitted.begin(), step.admitted.end());
+    std::sort(step.preempted.begin(), step.preempted.end());
+    r->decisions.push_back(std::move(step));
   }
 
   void apply(const Plan& p, double t, SimResult* r) {

@@ -4,7 +4,9 @@
 // Replay mode: jobs arrive at their submit times (divided by the arrival scale: 2 means twice
 // the arrival rate; with repeat = k the trace is replayed k times back to back, each copy
 // shifted by the trace's scaled span); after each batch of arrivals and completions at one instant the
-// scheduler plans and its decisions are applied. A job runs for duration x max_replicas
+// scheduler plans and its decisions are applied, and plans again at the same instant until a
+// plan decides nothing (as the control plane plans again in its next round: a victim,
+// requeued, may start elsewhere; a reservation may move). A job runs for duration x max_replicas
 // replica-seconds of work at its current replica count; a preempted job restarts from zero.
 // Fill mode (the FGD paper's methodology): tasks sampled from the trace with replacement
 // arrive one by one and never leave; each is placed at once or fails; it stops when the
@@ -35,6 +37,7 @@ struct SimOptions {
   uint64_t seed = 1;
   double fill_limit = 1.3;
   size_t curve_points = 200;  // the allocation curve is down-sampled to about this many points
+  bool record_decisions = false;  // replay: keep every instant's admissions and preemptions
   // Called after every planning round with the state after its decisions (tests check
   // invariants here).
   std::function<void(const ClusterState&, const Plan&)> on_step;
@@ -50,6 +53,12 @@ struct QueueResult {
   double max_ftf = 0;
 };
 
+// One planning instant's admissions and preemptions (job names, sorted).
+struct SimStep {
+  double time = 0;
+  std::vector<std::string> admitted, preempted;
+};
+
 struct SimResult {
   std::string policy;
   std::string mode;
@@ -59,6 +68,7 @@ struct SimResult {
   int finished = 0;
   int unfinished = 0;
   int preemptions = 0;
+  int unstable_instants = 0;  // instants whose plans kept deciding for 64 rounds (a cycle)
   double avg_jct = 0, p99_jct = 0;
   double avg_queueing = 0, p99_queueing = 0;
   double makespan = 0;
@@ -74,12 +84,15 @@ struct SimResult {
   std::vector<std::pair<double, double>> curve;
   std::vector<QueueResult> queues;
   std::vector<std::string> waiting;  // explanations of jobs still waiting at the end (first 20)
+  std::vector<SimStep> decisions;    // with record_decisions: the instants that decided something
 };
 
 Result<SimResult> simulate(const Cluster& cluster, const std::vector<Job>& jobs, const SimOptions& options);
 
 // JSON of a result (stable key order and number formatting, so equal results are equal text).
 std::string sim_json(const SimResult& result);
+// JSON of result.decisions: [{"time": T, "admit": [...], "preempt": [...]}, ...].
+std::string sim_decisions_json(const SimResult& result);
 // A small self-contained SVG chart of the allocation curve.
 std::string sim_svg(const SimResult& result);
 

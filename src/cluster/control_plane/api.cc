@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include "cluster/control_plane/admission.h"
 #include "cluster/control_plane/job_submit.h"
 #include "net/sse.h"
 
@@ -212,6 +213,7 @@ Reply ApiServer::route_cluster(const Principal& who, const net::Request& req, co
   if (get && parts.size() == 3 && parts[2] == "whoami") {
     return ok_json(json::object{{"name", who.name}, {"admin", who.admin}, {"namespace", who.admin ? "" : who.name}});
   }
+  if (parts.size() == 3 && parts[2] == "admission") return admission_route(who, method, req.body(), store_, reconciler_);
   if (method == http::verb::put && parts.size() == 4 && parts[2] == "queues") {
     if (!who.admin) {
       return {403, status_json(403, "Forbidden", "queues are managed by admins: ask one to change queue " + parts[3])};

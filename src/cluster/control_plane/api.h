@@ -12,6 +12,7 @@
 //   GET    /apis/v1/jobs                             every namespace (admin)
 //   GET    /apis/v1/queues, /apis/v1/nodes
 //   PUT    /apis/v1/queues/{name}                    change or add a queue (admin; 403 for tenants)
+//   GET    /apis/v1/admission; PUT (admin)           pause or resume admissions (admission.h)
 //   GET    /apis/v1/watch?resourceVersion=N          server-sent events of every change after N
 //                                                    (&timeoutSeconds=S ends the stream)
 //   *      /apis/v1/namespaces/{ns}/{plural}[/...]   a kind registered with add_resource()

@@ -4,6 +4,7 @@
 
 #include "base/logging.h"
 #include "base/metrics.h"
+#include "cluster/control_plane/admission.h"
 #include "cluster/control_plane/api.h"
 #include "cluster/control_plane/config.h"
 #include "cluster/control_plane/deployment_api.h"
@@ -71,6 +72,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   impl->deployments = std::make_unique<DeploymentController>(*impl->store, *impl->reconciler, impl->config.gateway,
                                                              o.koi_binary);
   impl->reconciler->add_controller(impl->deployments.get());
+  KOI_RETURN_IF_ERROR(restore_admission(*impl->store, *impl->reconciler));
   KOI_RETURN_IF_ERROR(impl->reconciler->recover(wall_seconds()));
   KOI_ASSIGN_OR_RETURN(std::vector<TokenEntry> tokens, impl->store->tokens());
   impl->api = std::make_unique<ApiServer>(*impl->store, *impl->reconciler, *impl->executor, impl->registry,

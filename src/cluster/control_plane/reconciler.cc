@@ -47,6 +47,7 @@ Reconciler::Reconciler(StateStore& store, Executor& executor, Cluster cluster, m
   registry_.counter("koi_cluster_restarts_total",
                     "Job restarts by cause (failure spends the budget; the others do not)", {"cause"});
   registry_.counter("koi_cluster_jobs_finished_total", "Jobs that reached a final phase", {"phase"});
+  registry_.gauge("koi_cluster_admission_paused", "1 while an admin has paused admissions (koi cluster pause)", {});
   registry_.histogram("koi_cluster_reconcile_seconds", "Duration of one reconcile round", {},
                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5});
 }
@@ -482,7 +483,7 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
       by_id.push_back(&job);
     }
   }
-  const Plan p = plan(state, pending, now, options_.policy);
+  const Plan p = round_paused_ ? Plan{} : plan(state, pending, now, options_.policy);
   // Admissions listed after a preemption may use what the victims hold until they have
   // stopped (plan() frees a victim's resources at once): those wait, named as "Preempting",
   // for a later round. Admissions listed before the first preemption are safe.
@@ -523,6 +524,11 @@ ClusterState Reconciler::schedule(std::vector<JobObject>& jobs, double now, cons
   // Why the others wait, in plan()'s words.
   std::map<int, std::pair<std::string, std::string>> why;
   for (const Explanation& e : p.waiting) why[e.job_id] = {std::string(reason_name(e.reason)), e.message};
+  if (round_paused_) {
+    for (const Job& j : pending) {
+      why[j.id] = {"AdmissionPaused", "an admin paused admissions (koi cluster resume starts them again)"};
+    }
+  }
   for (const auto& [id, victims] : waiting_for) {
     std::string list;
     for (const std::string& v : victims) list += (list.empty() ? "" : ", ") + v;
@@ -622,6 +628,7 @@ void Reconciler::refresh_inventory(double now) {
 
 Status Reconciler::reconcile_once(double now) {
   const auto started = std::chrono::steady_clock::now();
+  round_paused_ = paused_.load();
   refresh_inventory(now);
   KOI_ASSIGN_OR_RETURN(std::vector<JobObject> jobs, active_jobs());
 
@@ -705,7 +712,7 @@ Status Reconciler::reconcile_once(double now) {
   // between them, and the other jobs of that instant were planned with the preemptor placed.
   const std::set<std::string> preemptors = waiting_preemptors(jobs);
   std::optional<ClusterState> after_preemptors;
-  if (!preemptors.empty()) {
+  if (!preemptors.empty() && !round_paused_) {
     ClusterState s = schedule(jobs, now, preemptors, true);
     for (const JobObject& job : jobs) {
       if (preemptors.count(job_key(job)) && job.status.phase == JobPhase::kRunning) after_preemptors = std::move(s);
@@ -747,6 +754,7 @@ Status Reconciler::reconcile_once(double now) {
   keep_jobs(jobs);
   registry_.observe("koi_cluster_reconcile_seconds", {},
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  rounds_.fetch_add(1);
   return ok_status();
 }
 
@@ -758,6 +766,12 @@ std::vector<QueueUsage> Reconciler::queue_usage() const {
 std::vector<NodeFree> Reconciler::node_free() const {
   std::lock_guard<std::mutex> lock(mu_);
   return node_free_;
+}
+
+void Reconciler::set_admission_paused(bool paused) {
+  paused_.store(paused);
+  registry_.set("koi_cluster_admission_paused", {}, paused ? 1 : 0);
+  wake();
 }
 
 void Reconciler::add_controller(Controller* controller) { controllers_.push_back(controller); }

@@ -12,6 +12,10 @@
 //      own at what they freed (docs/cluster.md); Admit records the placement (Admitted) and
 //      launches the gang through the executor (Running);
 //   6. writes plan()'s explanation into every waiting job's status (reason, message).
+// While admission is paused (set_admission_paused(), an admin's `koi cluster pause`), steps
+// 1-4 go on (exits, stops and healing are recorded) but 5 is skipped: nothing is admitted or
+// preempted, and every waiting job says AdmissionPaused. Resuming plans everything that
+// arrived or ended meanwhile in one round, as `koi sim` plans one instant.
 // Each round starts from the executor's inventory (Executor::inventory()): a node it reports
 // down or drained keeps its index but offers nothing to plan(), so work waits or goes
 // elsewhere; a node back takes work again.
@@ -41,6 +45,7 @@
 // cancels) that the next round carries out; they never call the executor.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -114,6 +119,11 @@ class Reconciler {
   // The cluster as last published (thread-safe; the reconciler's own copy changes only
   // between rounds, on its thread).
   std::shared_ptr<const Cluster> cluster() const;
+  // Admission pause (thread-safe; in force from the next round) and the number of rounds
+  // completed so far (a caller waiting for the loop to settle compares two readings).
+  void set_admission_paused(bool paused);
+  bool admission_paused() const { return paused_.load(); }
+  int64_t rounds() const { return rounds_.load(); }
 
  private:
   struct Work;  // one round's view of one job
@@ -155,6 +165,9 @@ class Reconciler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                // guarded by mu_
+  std::atomic<bool> paused_{false};
+  bool round_paused_ = false;        // paused_ as this round read it (reconciler thread)
+  std::atomic<int64_t> rounds_{0};
   bool woken_ = false;               // guarded by mu_
   std::vector<QueueUsage> usage_;    // guarded by mu_
   std::vector<NodeFree> node_free_;  // guarded by mu_

@@ -378,6 +378,10 @@ Status StateStore::put_queue(const QueueSpec& queue, const Event& event) {
   return replace_object("Queue", queue.tenant, queue.name, queue_object_json(queue), event);
 }
 
+Status StateStore::put_setting(const std::string& kind, const std::string& name, json::value body, const Event& event) {
+  return replace_object(kind, "", name, std::move(body), event);
+}
+
 Status StateStore::put_node(const NodeSpec& node, const Event& event) {
   return replace_object("Node", "", node.name, node_object_json(node), event);
 }

@@ -105,6 +105,9 @@ class StateStore {
   // Writes a Node object (replacing one of that name) with its event: a state the executor
   // reported (down, drained, back).
   Status put_node(const NodeSpec& node, const Event& event);
+  // Writes a cluster-wide settings object (namespace "", replacing one of that kind and name;
+  // the Admission setting) with its event.
+  Status put_setting(const std::string& kind, const std::string& name, boost::json::value body, const Event& event);
   // Replaces the token table with the config's; the declared Queue and Node objects likewise.
   Status sync_config(const ControlPlaneConfig& config);
   Result<std::vector<TokenEntry>> tokens();
