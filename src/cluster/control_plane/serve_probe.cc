@@ -56,6 +56,10 @@ ServeSample parse_serve_metrics(const std::string& text) {
       s.ttft_buckets[parse_le(label(labels, "le"))] += value;
     } else if (name == "koi:time_to_first_token_seconds_count") {
       s.ttft_count += value;
+    } else if (name == "koi:e2e_request_latency_seconds_bucket") {
+      s.e2e_buckets[parse_le(label(labels, "le"))] += value;
+    } else if (name == "koi:e2e_request_latency_seconds_count") {
+      s.e2e_count += value;
     } else if (name == "koi:http_responses_total") {
       const int status = std::atoi(label(labels, "status").c_str());
       if (status >= 400 && status != 429) s.errors += value;
@@ -72,7 +76,12 @@ ServeSample sample_delta(const ServeSample& a, const ServeSample& b) {
     auto it = a.ttft_buckets.find(le);
     if (it != a.ttft_buckets.end()) n -= it->second;
   }
+  for (auto& [le, n] : d.e2e_buckets) {
+    auto it = a.e2e_buckets.find(le);
+    if (it != a.e2e_buckets.end()) n -= it->second;
+  }
   d.ttft_count -= a.ttft_count;
+  d.e2e_count -= a.e2e_count;
   d.finished -= a.finished;
   d.errors -= a.errors;
   return d;
