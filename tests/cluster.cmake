@@ -43,3 +43,11 @@ foreach(t deploy_rollout deploy_autoscale)
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
     LABELS integration TIMEOUT 180)
 endforeach()
+# The web console (src/cluster/control_plane/console/) in headless Chromium (Debian's), driven by
+# playwright-core from npm: logging in, a growing loss curve, a waiting job's reason, a
+# deployment's QPS and latency charts under load, the tenant boundary; screenshots are kept in
+# the build folder's test-artifacts/console.
+add_test(NAME cluster_console COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_console.py)
+set_tests_properties(cluster_console PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR};KOI_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/test-artifacts/console"
+  LABELS integration TIMEOUT 240)

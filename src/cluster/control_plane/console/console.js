@@ -97,7 +97,8 @@ function lineChart(svg, series, { xTime = false, unit = '' } = {}) {
     svg.replaceChildren(...children);
     return;
   }
-  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+  // x spans every point, gaps too, so charts of one time range line up; y only the values.
+  const xs = series.flatMap((s) => s.points.map((p) => p[0])), ys = all.map((p) => p[1]);
   const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1e-9);
   const y0 = Math.min(0, ...ys), y1 = Math.max(...ys, y0 + 1e-9);
   const sx = (x) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - R);
