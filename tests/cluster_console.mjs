@@ -1,6 +1,6 @@
 // The browser half of tests/cluster_console.py: headless Chromium (Debian's) driven by
 // playwright-core. Prints one line per check ("ok: ..."); at "idle: ..." it waits for a line on
-// stdin (the Python side has started the load) before reading the charts under load. Exits 1 with
+// stdin (the Python side has started the load and cancelled waits-for-quota) before reading on. Exits 1 with
 // "FAIL: ..." and a screenshot of the page on the first failed check.
 //   node cluster_console.mjs '{"url", "alpha", "beta", "chromium", "artifacts", "npm", "pendingReason"}'
 import path from 'node:path';
@@ -97,7 +97,17 @@ async function alpha(browser) {
   check(summary.includes('Available') && summary.includes('v1'), 'the deployment summary: ' + summary);
   await shot('console-deployment-idle.png');
   console.log(`idle: ${idle.points} points, qps ${idle.last}; ${summary}`);
-  await lines.next();  // the load has started
+  await lines.next();  // the load has started and waits-for-quota is cancelled
+
+  // The cancel arrives over the watch stream: its events in the recent activity, the row's phase.
+  const activity = await waitFor('the cancel in the recent activity', () => [...document.querySelectorAll(
+    '#activity tr[data-object="Job alpha/waits-for-quota"]')].map((r) => r.children[2].textContent).join(', '));
+  const reasons = activity.split(', ');
+  check(reasons.includes('CancelRequested') && new Set(reasons).size === reasons.length,
+        'each event of the cancel once: ' + activity);
+  await waitFor('the cancelled job\'s phase', () =>
+    document.querySelector('tr[data-job="waits-for-quota"] td.phase')?.textContent === 'Cancelled');
+  ok(`the cancel arrived over the watch stream (events ${activity}); the row says Cancelled`);
 
   const busy = await waitFor('QPS above 0 under load',
                              (c) => Number(document.querySelector(`${c} svg[data-chart="qps"]`).dataset.last) > 0 &&

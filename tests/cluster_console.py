@@ -4,8 +4,9 @@ by playwright-core from npm (tests/cluster_console.mjs), against `koi cluster se
 official openai npm client (tests/cluster_deploy_harness.py), and two tenants.
 
 In the browser: alpha logs in with its token and sees its jobs; the training job's loss curve
-grows between two readings; the job that waits for quota shows plan()'s reason; the
-deployment's QPS and latency charts are flat while idle and move once load starts; beta's token
+grows between two readings; the job that waits for quota shows plan()'s reason, and its cancel
+arrives over the watch stream; the deployment's QPS and latency charts are flat while idle and
+move once load starts; beta's token
 sees beta's job and none of alpha's (and alpha's job by its address says not found); an unknown
 token is refused. The same boundary is checked on the console's new routes over plain HTTP.
 Screenshots go to $KOI_ARTIFACT_DIR (the build folder's test-artifacts/console)."""
@@ -108,6 +109,7 @@ def run(env):
             print(line.rstrip(), flush=True)
             if line.startswith("idle:"):  # the browser has read the idle charts: start the load
                 load = env.load(2, "stories")
+                env.cp.koi(TOKEN, "job", "cancel", "waits-for-quota")
                 browser.stdin.write("go\n")
                 browser.stdin.flush()
         browser.wait(timeout=120)
@@ -122,7 +124,6 @@ def run(env):
         if browser.poll() is None:
             browser.kill()
     env.cp.koi(TOKEN, "job", "cancel", "train-loss")
-    env.cp.koi(TOKEN, "job", "cancel", "waits-for-quota")
     env.cp.koi(BETA_TOKEN, "job", "cancel", "beta-secret")
 
 

@@ -285,7 +285,11 @@ Reply ApiServer::route_cluster(const Principal& who, const net::Request& req, co
     if (!jobs.ok()) return error(jobs.status());
     json::array items;
     for (const JobObject& j : *jobs) items.push_back(to_json(j));
-    return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "JobList"}, {"items", std::move(items)}});
+    auto rv = store_.current_version();
+    return ok_json(json::object{{"apiVersion", kApiVersion},
+                                {"kind", "JobList"},
+                                {"metadata", json::object{{"resourceVersion", std::to_string(rv.ok() ? *rv : 0)}}},
+                                {"items", std::move(items)}});
   }
   return error(Status::not_found("no route " + std::string(net::request_path(req))));
 }

@@ -1,15 +1,22 @@
 // Koi's web console: one page over the control plane's REST API (src/cluster/control_plane/
 // api.h). The operator logs in with an API token, kept in this tab's sessionStorage; every
 // call sends it as "Authorization: Bearer", so the page sees exactly what the token may: a
-// tenant its own namespace, an admin every one. Lists and charts refresh every REFRESH_MS.
+// tenant its own namespace, an admin every one. The page follows the watch stream
+// (/apis/v1/watch, server-sent events read through fetch, which can send the token where
+// EventSource cannot) and refreshes as soon as an object changes; the charts, whose numbers
+// are not objects, and everything else refresh every REFRESH_MS too.
 // Charts are SVG drawn here (lineChart); each chart's <svg> carries data-points (points drawn)
 // and data-last (the newest value of its first series) for tests and for the curious.
 'use strict';
 
 const REFRESH_MS = 2000;
+const WATCH_RETRY_MS = 1000;
+const CHANGE_DELAY_MS = 200;  // changes come in bursts: one refresh for a burst
+const ACTIVITY_ROWS = 30;
 const SVG = 'http://www.w3.org/2000/svg';
 const COLORS = ['#1f6fc4', '#d9681b', '#2c9c4a', '#9b3cb5'];
-const state = { token: null, who: null, selected: null, timer: null, refreshing: false, again: false };
+const state = { token: null, who: null, selected: null, timer: null, refreshing: false, again: false,
+                watch: null, changeTimer: null };
 
 // ---- DOM helpers: text always through textContent, never HTML from the API ----
 
@@ -151,6 +158,7 @@ function reasonOf(job) {
 
 async function renderJobs() {
   const list = await api(collection('jobs'));
+  state.resourceVersion ??= list.metadata.resourceVersion;
   const rows = list.items.map((j) => {
     const tr = el('tr', { 'data-job': j.metadata.name, 'data-namespace': j.metadata.namespace },
       el('td', {}, j.metadata.name), el('td', {}, j.metadata.namespace), el('td', {}, j.spec.kind),
@@ -285,6 +293,61 @@ async function renderNodes() {
 
 // ---- the loop ----
 
+// An event frame of the watch stream (its data: the event's JSON, one line per data: field)
+// on top of the recent activity.
+function showActivity(frame) {
+  const data = frame.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+  let e;
+  try {
+    e = JSON.parse(data);
+  } catch {
+    return;
+  }
+  const o = e.involvedObject || {};
+  const body = document.querySelector('#activity tbody');
+  body.prepend(el('tr', { 'data-object': `${o.kind} ${o.namespace}/${o.name}` }, el('td', {}, fmtTime(e.timestamp)),
+    el('td', {}, `${o.kind} ${o.namespace}/${o.name}`), el('td', {}, e.reason), el('td', {}, e.message)));
+  while (body.children.length > ACTIVITY_ROWS) body.lastChild.remove();
+}
+
+// Follows /apis/v1/watch from the resourceVersion of the first job list: each event (an SSE
+// frame with an id) asks for a refresh; a dropped stream is reopened from the last id.
+async function watch(controller) {
+  let after = null;
+  while (!controller.signal.aborted) {
+    after ??= state.resourceVersion;
+    try {
+      if (after === undefined) throw new Error('no resourceVersion yet');
+      const r = await fetch(`/apis/v1/watch?resourceVersion=${after}`,
+                            { headers: { Authorization: 'Bearer ' + state.token }, signal: controller.signal });
+      if (!r.ok) throw new Error(`watch: ${r.status}`);
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const id = frame.match(/^id: (\d+)$/m);
+          if (!id) continue;  // a keepalive comment
+          // A reopened stream may repeat what the last one sent: ids only grow.
+          if (after !== null && Number(id[1]) <= Number(after)) continue;
+          after = id[1];
+          if (/^event: EVENT$/m.test(frame)) showActivity(frame);
+          clearTimeout(state.changeTimer);
+          state.changeTimer = setTimeout(refresh, CHANGE_DELAY_MS);
+        }
+      }
+    } catch (e) {
+      if (controller.signal.aborted) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, WATCH_RETRY_MS));
+  }
+}
+
 // One round over every view; a call while one runs asks for another right after it.
 async function refresh() {
   if (state.refreshing) {
@@ -325,18 +388,25 @@ async function login(token) {
   document.getElementById('logout').hidden = false;
   document.getElementById('who').textContent = state.who.admin ? `admin ${state.who.name}` : `tenant ${state.who.name}`;
   selectFromHash();
+  state.resourceVersion = undefined;
+  if (state.watch) state.watch.abort();
+  state.watch = new AbortController();
+  watch(state.watch);
   refresh();
 }
 
 function logout(message) {
   clearTimeout(state.timer);
+  clearTimeout(state.changeTimer);
+  if (state.watch) state.watch.abort();
   sessionStorage.removeItem('koi-token');
-  Object.assign(state, { token: null, who: null, selected: null });
+  Object.assign(state, { token: null, who: null, selected: null, watch: null });
   document.getElementById('app').hidden = true;
   document.getElementById('logout').hidden = true;
   document.getElementById('login-panel').hidden = false;
   document.getElementById('who').textContent = '';
   document.getElementById('deployments').replaceChildren();
+  document.querySelector('#activity tbody').replaceChildren();
   document.getElementById('login-error').textContent = typeof message === 'string' ? message : '';
 }
 
@@ -348,6 +418,10 @@ document.getElementById('logout').addEventListener('click', () => logout());
 window.addEventListener('hashchange', () => {
   if (!state.who) return;
   selectFromHash();
+  state.resourceVersion = undefined;
+  if (state.watch) state.watch.abort();
+  state.watch = new AbortController();
+  watch(state.watch);
   refresh();
 });
 if (sessionStorage.getItem('koi-token')) login(sessionStorage.getItem('koi-token'));
