@@ -117,12 +117,14 @@ async function alpha(browser) {
   const latency = await chart(`${card} svg[data-chart="latency"]`);
   check(later.points > idle.points, `the QPS chart moved on (${idle.points} -> ${later.points} points)`);
   check(latency.last > 0, 'a TTFT under load: ' + latency.last);
+  const tokens = await chart(`${card} svg[data-chart="tokens"]`);
+  check(tokens.points >= 2 && tokens.last > 0, `tokens per second under load: ${tokens.last}`);
   // A chart that moves: wait for one more point and check it is drawn too.
   const more = await waitFor('another QPS point', (a) => {
     const n = Number(document.querySelector(`${a[0]} svg[data-chart="qps"]`).dataset.points);
     return n > a[1] && n;
   }, [card, later.points]);
-  ok(`under load: ${busy} requests/s, TTFT p50 ${latency.last} ms; the QPS chart ${idle.points} -> ${later.points} -> ${more} points`);
+  ok(`under load: ${busy} requests/s, TTFT p50 ${latency.last} ms, ${tokens.last} tokens/s; the QPS chart ${idle.points} -> ${later.points} -> ${more} points`);
   await shot('console-deployment-load.png');
   await page.context().close();
 }

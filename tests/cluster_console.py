@@ -99,6 +99,9 @@ def run(env):
     check_api_boundary(env)
 
     os.makedirs(ARTIFACTS, exist_ok=True)
+    for old in os.listdir(ARTIFACTS):  # a previous run's, failure.png among them
+        if old.endswith(".png"):
+            os.remove(os.path.join(ARTIFACTS, old))
     config = {"url": env.cp.url, "alpha": TOKEN, "beta": BETA_TOKEN, "chromium": CHROMIUM,
               "artifacts": os.path.abspath(ARTIFACTS), "npm": NPM_DIR, "pendingReason": pending["status"]["message"]}
     browser = subprocess.Popen(["node", os.path.join(HERE, "cluster_console.mjs"), json.dumps(config)],

@@ -9,7 +9,8 @@
 //   GET    /apis/v1/namespaces/{ns}/deployments/{name}/metrics
 //              its recent traffic, a point a second, oldest first (deployment_traffic.h):
 //              {kind: DeploymentMetrics, points: [{time, replicas, qps, errorsPerSecond,
-//              ttftP50Ms, ttftP99Ms, e2eP50Ms, e2eP99Ms, running, waiting, kvCacheUsage}]}
+//              ttftP50Ms, ttftP99Ms, e2eP50Ms, e2eP99Ms, itlP50Ms, itlP99Ms, tokensPerSecond,
+//              running, waiting, kvCacheUsage}]}
 //   POST   /apis/v1/namespaces/{ns}/deployments/{name}/rollback
 //              abort the rollout in progress, or go back to the previous version (202;
 //              409 when there is neither)

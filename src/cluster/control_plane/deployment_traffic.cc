@@ -22,29 +22,38 @@ void percentiles(const std::map<double, double>& cumulative, double count, std::
   *p99 = histogram_quantile(cumulative, 0.99) * 1000.0;
 }
 
+void add(const std::map<double, double>& from, std::map<double, double>* to) {
+  for (const auto& [le, n] : from) (*to)[le] += n;
+}
+
 }  // namespace
 
 TrafficPoint traffic_point(const std::vector<ServeSample>& deltas, double seconds, double now) {
   TrafficPoint p;
   p.time = now;
   p.replicas = static_cast<int>(deltas.size());
-  std::map<double, double> ttft, e2e;
-  double ttft_count = 0, e2e_count = 0, requests = 0, errors = 0;
+  std::map<double, double> ttft, e2e, itl;
+  double ttft_count = 0, e2e_count = 0, itl_count = 0, requests = 0, errors = 0, tokens = 0;
   for (const ServeSample& d : deltas) {
     requests += d.finished + d.errors;
     errors += d.errors;
-    for (const auto& [le, n] : d.ttft_buckets) ttft[le] += n;
-    for (const auto& [le, n] : d.e2e_buckets) e2e[le] += n;
+    tokens += d.generation_tokens;
+    add(d.ttft_buckets, &ttft);
+    add(d.e2e_buckets, &e2e);
+    add(d.itl_buckets, &itl);
     ttft_count += d.ttft_count;
     e2e_count += d.e2e_count;
+    itl_count += d.itl_count;
     p.running += d.running;
     p.waiting += d.waiting;
     p.kv_usage = std::max(p.kv_usage, d.kv_usage);
   }
   p.qps = requests / seconds;
   p.errors_per_second = errors / seconds;
+  p.tokens_per_second = tokens / seconds;
   percentiles(ttft, ttft_count, &p.ttft_p50_ms, &p.ttft_p99_ms);
   percentiles(e2e, e2e_count, &p.e2e_p50_ms, &p.e2e_p99_ms);
+  percentiles(itl, itl_count, &p.itl_p50_ms, &p.itl_p99_ms);
   return p;
 }
 
@@ -57,6 +66,9 @@ json::object traffic_point_json(const TrafficPoint& p) {
                       {"ttftP99Ms", ms_or_null(p.ttft_p99_ms)},
                       {"e2eP50Ms", ms_or_null(p.e2e_p50_ms)},
                       {"e2eP99Ms", ms_or_null(p.e2e_p99_ms)},
+                      {"itlP50Ms", ms_or_null(p.itl_p50_ms)},
+                      {"itlP99Ms", ms_or_null(p.itl_p99_ms)},
+                      {"tokensPerSecond", p.tokens_per_second},
                       {"running", p.running},
                       {"waiting", p.waiting},
                       {"kvCacheUsage", p.kv_usage}};

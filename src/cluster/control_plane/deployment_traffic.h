@@ -30,6 +30,8 @@ struct TrafficPoint {
   double errors_per_second = 0;
   std::optional<double> ttft_p50_ms, ttft_p99_ms;  // none when no request started
   std::optional<double> e2e_p50_ms, e2e_p99_ms;    // none when no request finished
+  std::optional<double> itl_p50_ms, itl_p99_ms;    // between output tokens; none without any
+  double tokens_per_second = 0;                    // generated
   double running = 0, waiting = 0;                 // gauges, summed at the end
   double kv_usage = 0;                             // the fullest replica's (0-1)
 };

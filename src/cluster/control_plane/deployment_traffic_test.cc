@@ -17,6 +17,9 @@ ServeSample delta(double finished, double errors, double fast, double slow) {
   d.ttft_count = fast + slow;
   d.e2e_buckets = {{0.1, 0}, {1.0, fast + slow}, {INFINITY, fast + slow}};
   d.e2e_count = fast + slow;
+  d.itl_buckets = {{0.01, 2 * (fast + slow)}, {INFINITY, 2 * (fast + slow)}};
+  d.itl_count = 2 * (fast + slow);
+  d.generation_tokens = 3 * (fast + slow);
   d.running = 1, d.waiting = 2, d.kv_usage = 0.5;
   return d;
 }
@@ -36,6 +39,9 @@ TEST(DeploymentTrafficTest, RatesAndPercentilesOverTheReplicas) {
   EXPECT_NEAR(*p.ttft_p99_ms, 100 + 900 * 7.88 / 8, 1e-9);
   ASSERT_TRUE(p.e2e_p50_ms);
   EXPECT_NEAR(*p.e2e_p50_ms, 100 + 900 * 6.0 / 12, 1e-9);
+  ASSERT_TRUE(p.itl_p50_ms);  // 24 gaps, all <= 10 ms: the median halfway into the first bucket
+  EXPECT_NEAR(*p.itl_p50_ms, 5.0, 1e-9);
+  EXPECT_DOUBLE_EQ(p.tokens_per_second, 3 * 12 / 2.0);
   EXPECT_EQ(p.running, 2);
   EXPECT_EQ(p.waiting, 4);
   EXPECT_EQ(p.kv_usage, 0.75);  // the fullest replica
@@ -44,7 +50,8 @@ TEST(DeploymentTrafficTest, RatesAndPercentilesOverTheReplicas) {
 TEST(DeploymentTrafficTest, AnIdleIntervalHasNoLatency) {
   const TrafficPoint p = traffic_point({delta(0, 0, 0, 0)}, 1.0, 5.0);
   EXPECT_EQ(p.qps, 0);
-  EXPECT_FALSE(p.ttft_p50_ms || p.ttft_p99_ms || p.e2e_p50_ms || p.e2e_p99_ms);
+  EXPECT_FALSE(p.ttft_p50_ms || p.ttft_p99_ms || p.e2e_p50_ms || p.e2e_p99_ms || p.itl_p50_ms || p.itl_p99_ms);
+  EXPECT_EQ(p.tokens_per_second, 0);
   const boost::json::object j = traffic_point_json(p);
   EXPECT_TRUE(j.at("ttftP50Ms").is_null());
   EXPECT_EQ(j.at("qps").as_double(), 0.0);

@@ -19,6 +19,9 @@ struct ServeSample {
   double ttft_count = 0;
   std::map<double, double> e2e_buckets;   // koi:e2e_request_latency_seconds: arrival to last token
   double e2e_count = 0;
+  std::map<double, double> itl_buckets;   // koi:inter_token_latency_seconds
+  double itl_count = 0;
+  double generation_tokens = 0;           // koi:generation_tokens_total
   double finished = 0;      // koi:request_success_total: requests the engine finished (stop, length)
   double errors = 0;        // koi:http_responses_total of status >= 400 other than 429 (rollout.h)
 };

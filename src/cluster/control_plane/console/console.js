@@ -106,8 +106,9 @@ function lineChart(svg, series, { xTime = false, unit = '' } = {}) {
   }
   // x spans every point, gaps too, so charts of one time range line up; y only the values.
   const xs = series.flatMap((s) => s.points.map((p) => p[0])), ys = all.map((p) => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1e-9);
-  const y0 = Math.min(0, ...ys), y1 = Math.max(...ys, y0 + 1e-9);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const y0 = Math.min(0, ...ys), top = Math.max(...ys);
+  const y1 = top > y0 ? top : y0 + 1;  // all values equal (say an idle 0): a unit range
   const sx = (x) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - R);
   const sy = (y) => H - B - ((y - y0) / (y1 - y0 || 1)) * (H - T - B);
   children.push(svgEl('line', { class: 'axis', x1: L, y1: H - B, x2: W - R, y2: H - B }));
@@ -141,7 +142,7 @@ function lineChart(svg, series, { xTime = false, unit = '' } = {}) {
       const [x, y] = s.points[s.points.length - 1];
       if (y !== null) children.push(svgEl('circle', { cx: sx(x), cy: sy(y), r: 2, fill: color }));
     }
-    const legend = svgEl('text', { x: L + 8 + i * 110, y: 12, fill: color });
+    const legend = svgEl('text', { x: L + 8 + i * 100, y: 12, fill: color });
     legend.textContent = s.name;
     children.push(legend);
   });
@@ -225,8 +226,12 @@ function deploymentCard(d) {
       el('th', {}, 'replicas'), el('th', {}, 'ready'))), el('tbody')),
     el('div', { class: 'charts' },
       el('figure', {}, el('figcaption', {}, 'requests per second'), svgEl('svg', { class: 'chart', 'data-chart': 'qps' })),
-      el('figure', {}, el('figcaption', {}, 'latency (ms): TTFT p50/p99, end to end p50'),
-        svgEl('svg', { class: 'chart', 'data-chart': 'latency' }))));
+      el('figure', {}, el('figcaption', {}, 'latency (ms): TTFT p50/p99, between tokens p50, end to end p50'),
+        svgEl('svg', { class: 'chart', 'data-chart': 'latency' })),
+      el('figure', {}, el('figcaption', {}, 'generated tokens per second'),
+        svgEl('svg', { class: 'chart', 'data-chart': 'tokens' })),
+      el('figure', {}, el('figcaption', {}, 'KV-cache usage (%), running and waiting requests'),
+        svgEl('svg', { class: 'chart', 'data-chart': 'load' }))));
   document.getElementById('deployments').append(card);
   return card;
 }
@@ -250,7 +255,13 @@ async function renderDeployments() {
     lineChart(card.querySelector('svg[data-chart="qps"]'), [{ name: 'qps', points: at('qps') },
       { name: 'errors/s', points: at('errorsPerSecond') }], { xTime: true });
     lineChart(card.querySelector('svg[data-chart="latency"]'), [{ name: 'ttft p50', points: at('ttftP50Ms') },
-      { name: 'ttft p99', points: at('ttftP99Ms') }, { name: 'e2e p50', points: at('e2eP50Ms') }], { xTime: true });
+      { name: 'ttft p99', points: at('ttftP99Ms') }, { name: 'itl p50', points: at('itlP50Ms') },
+      { name: 'e2e p50', points: at('e2eP50Ms') }], { xTime: true });
+    lineChart(card.querySelector('svg[data-chart="tokens"]'), [{ name: 'tokens/s', points: at('tokensPerSecond') }],
+      { xTime: true });
+    lineChart(card.querySelector('svg[data-chart="load"]'), [
+      { name: 'kv %', points: m.points.map((p) => [p.time, 100 * p.kvCacheUsage]) },
+      { name: 'running', points: at('running') }, { name: 'waiting', points: at('waiting') }], { xTime: true });
   }));
   for (const card of document.querySelectorAll('.deployment')) if (!keep.has(card)) card.remove();
 }
