@@ -2,7 +2,7 @@
 // playwright-core. Prints one line per check ("ok: ..."); at "idle: ..." it waits for a line on
 // stdin (the Python side has started the load and cancelled waits-for-quota) before reading on. Exits 1 with
 // "FAIL: ..." and a screenshot of the page on the first failed check.
-//   node cluster_console.mjs '{"url", "alpha", "beta", "chromium", "artifacts", "npm", "pendingReason"}'
+//   node cluster_console.mjs '{"url", "alpha", "beta", "admin", "chromium", "artifacts", "npm", "pendingReason"}'
 import path from 'node:path';
 import readline from 'node:readline';
 import { createRequire } from 'node:module';
@@ -154,6 +154,19 @@ async function beta(browser) {
   await page.context().close();
 }
 
+async function admin(browser) {
+  await logIn(await browser.newContext({ viewport: { width: 1200, height: 900 } }), config.admin);
+  await waitFor('both tenants\' jobs for the admin', () => document.querySelector('tr[data-job="beta-secret"]') &&
+                                                           document.querySelector('tr[data-job="train-loss"]'));
+  check((await page.textContent('#who')) === 'admin ops', 'the header names the admin');
+  const namespaces = await page.$$eval('#jobs tbody tr', (rows) => [...new Set(rows.map((r) => r.dataset.namespace))]);
+  check(namespaces.includes('alpha') && namespaces.includes('beta'), 'the admin sees every namespace: ' + namespaces);
+  await waitFor('the deployment for the admin', () => document.querySelector('.deployment[data-key="alpha/stories"]'));
+  ok('the admin sees the jobs of ' + namespaces.join(' and ') + ' and alpha\'s deployment');
+  await shot('console-admin.png');
+  await page.context().close();
+}
+
 async function badToken(browser) {
   await logIn(await browser.newContext(), 'not-a-token');
   const message = await waitFor('an unknown token refused', () => document.getElementById('login-error').textContent);
@@ -167,6 +180,7 @@ let failed = false;
 try {
   await alpha(browser);
   await beta(browser);
+  await admin(browser);
   await badToken(browser);
   check(pageErrors.length === 0, 'script errors in the page: ' + pageErrors.join('; '));
 } catch (e) {

@@ -8,14 +8,14 @@ grows between two readings; the job that waits for quota shows plan()'s reason, 
 arrives over the watch stream; the deployment's QPS and latency charts are flat while idle and
 move once load starts; beta's token
 sees beta's job and none of alpha's (and alpha's job by its address says not found); an unknown
-token is refused. The same boundary is checked on the console's new routes over plain HTTP.
+token is refused; the admin sees both tenants' jobs. The same boundary is checked on the console's new routes over plain HTTP.
 Screenshots go to $KOI_ARTIFACT_DIR (the build folder's test-artifacts/console)."""
 import json
 import os
 import subprocess
 import time
 
-from cluster_deploy_harness import (BETA_TOKEN, NPM_DIR, TOKEN, Env, deployment_manifest, ok, seed_model)
+from cluster_deploy_harness import (BETA_TOKEN, NPM_DIR, OPS_TOKEN, TOKEN, Env, deployment_manifest, ok, seed_model)
 from cluster_harness import check, fail, manifest, write
 
 PLAYWRIGHT_PIN = "1.65.1"
@@ -102,7 +102,7 @@ def run(env):
     for old in os.listdir(ARTIFACTS):  # a previous run's, failure.png among them
         if old.endswith(".png"):
             os.remove(os.path.join(ARTIFACTS, old))
-    config = {"url": env.cp.url, "alpha": TOKEN, "beta": BETA_TOKEN, "chromium": CHROMIUM,
+    config = {"url": env.cp.url, "alpha": TOKEN, "beta": BETA_TOKEN, "admin": OPS_TOKEN, "chromium": CHROMIUM,
               "artifacts": os.path.abspath(ARTIFACTS), "npm": NPM_DIR, "pendingReason": pending["status"]["message"]}
     browser = subprocess.Popen(["node", os.path.join(HERE, "cluster_console.mjs"), json.dumps(config)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -16,6 +16,7 @@ from cluster_harness import ControlPlane, KOI, SHARED, check, fail
 ADMIN_KEY = "admin-key-0123456789"
 TOKEN = "alpha-token-1234"
 BETA_TOKEN = "beta-token-1234"
+OPS_TOKEN = "ops-token-1234"
 NPM_DIR = os.environ.get("KOI_NPM_CACHE", os.path.join(os.environ.get("HOME", "/root"), ".cache/koi-npm"))
 OPENAI_PIN = "7.59.0"  # as tests/serve_npm.sh
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,8 +77,10 @@ class Gateway:
 
 
 def control_plane_config(gateway, cpu_quota, beta_queue=False):
-    """Queue `serving` of alpha with `cpu_quota` cores; with `beta_queue`, beta's unlimited beta-q."""
+    """Queue `serving` of alpha with `cpu_quota` cores; with `beta_queue`, beta's unlimited beta-q
+    and an admin, ops (token OPS_TOKEN)."""
     beta = "  - {name: beta-q, tenant: beta}\n" if beta_queue else ""
+    admins = "admins:\n  - {name: ops, token: %s}\n" % OPS_TOKEN if beta_queue else ""
     return f"""reconcileIntervalSeconds: 0.2
 nodes:
   - {{name: n0, cpu: 16, memoryMiB: 65536}}
@@ -88,7 +91,7 @@ queues:
 {beta}tenants:
   - {{name: alpha, token: {TOKEN}}}
   - {{name: beta, token: {BETA_TOKEN}}}
-gateway: {{adminUrl: {gateway.admin}, adminKey: {ADMIN_KEY}}}
+{admins}gateway: {{adminUrl: {gateway.admin}, adminKey: {ADMIN_KEY}}}
 """
 
 
