@@ -79,7 +79,7 @@ async function alpha(browser) {
                               (n) => Number(document.getElementById('loss-chart').dataset.points) > n + 1 &&
                                      Number(document.getElementById('loss-chart').dataset.points), first.points);
   const second = await chart('#loss-chart');
-  const series = await page.$$eval('#loss-chart polyline', (ls) => [...new Set(ls.map((l) => l.dataset.series))]);
+  const series = await page.$$eval('#loss-chart [data-series]', (ls) => [...new Set(ls.map((l) => l.dataset.series))]);
   check(series.includes('loss') && series.includes('val_loss'), 'train and validation curves: ' + series.join(', '));
   check(second.last > 0 && Number.isFinite(second.last), 'the latest loss is a number: ' + second.last);
   ok(`the loss curve grew from ${first.points} to ${grown} points (latest loss ${second.last}); series ${series.join(', ')}`);

@@ -90,14 +90,14 @@ function objectPath(plural, ns, name, sub) {
 
 // Draws `series` ([{name, points: [[x, y], ...]}], y null for a gap) into `svg`, with the
 // axes' ranges written at their ends; `xTime` labels x as wall-clock seconds.
-function lineChart(svg, series, { xTime = false, unit = '' } = {}) {
+function lineChart(svg, series, { xTime = false } = {}) {
   const W = 480, H = 200, L = 48, R = 8, T = 18, B = 22;
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null && p[1] !== undefined));
+  const has = (p) => p[1] !== null && p[1] !== undefined;
+  const all = series.flatMap((s) => s.points.filter(has));
   const children = [];
-  const drawn = series.reduce((n, s) => n + s.points.filter((p) => p[1] !== null).length, 0);
-  svg.dataset.points = String(drawn);
-  const first = series[0] ? series[0].points.filter((p) => p[1] !== null) : [];
+  svg.dataset.points = String(all.length);
+  const first = series[0] ? series[0].points.filter(has) : [];
   svg.dataset.last = first.length ? String(first[first.length - 1][1]) : '';
   if (all.length === 0) {
     children.push(Object.assign(svgEl('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }), { textContent: 'no data yet' }));
@@ -118,30 +118,28 @@ function lineChart(svg, series, { xTime = false, unit = '' } = {}) {
     t.textContent = text;
     children.push(t);
   };
-  label(L - 4, T + 4, fmtNumber(y1) + unit, 'end');
-  label(L - 4, H - B, fmtNumber(y0) + unit, 'end');
+  label(L - 4, T + 4, fmtNumber(y1), 'end');
+  label(L - 4, H - B, fmtNumber(y0), 'end');
   label(L, H - 6, xTime ? fmtTime(x0) : fmtNumber(x0), 'start');
   label(W - R, H - 6, xTime ? fmtTime(x1) : fmtNumber(x1), 'end');
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
-    // A null value breaks the line: one polyline per run of values.
+    // A missing value breaks the line: one polyline per run of values, a dot for a lone one.
     let run = [];
     const flush = () => {
-      if (run.length) {
-        const line = svgEl('polyline', { points: run.join(' '), stroke: color, 'data-series': s.name });
-        children.push(line);
+      if (run.length === 1) {
+        children.push(svgEl('circle', { cx: run[0][0], cy: run[0][1], r: 2, fill: color, 'data-series': s.name }));
+      } else if (run.length > 1) {
+        children.push(svgEl('polyline', { points: run.map((p) => p.join(',')).join(' '), stroke: color,
+                                          'data-series': s.name }));
       }
       run = [];
     };
-    for (const [x, y] of s.points) {
-      if (y === null || y === undefined) flush();
-      else run.push(`${sx(x).toFixed(1)},${sy(y).toFixed(1)}`);
+    for (const p of s.points) {
+      if (has(p)) run.push([sx(p[0]).toFixed(1), sy(p[1]).toFixed(1)]);
+      else flush();
     }
     flush();
-    if (s.points.length === 1 || run.length === 1) {
-      const [x, y] = s.points[s.points.length - 1];
-      if (y !== null) children.push(svgEl('circle', { cx: sx(x), cy: sy(y), r: 2, fill: color }));
-    }
     const legend = svgEl('text', { x: L + 8 + i * 100, y: 12, fill: color });
     legend.textContent = s.name;
     children.push(legend);
