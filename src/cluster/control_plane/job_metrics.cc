@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "base/file.h"
@@ -58,6 +59,19 @@ std::optional<json::object> result_line(std::string_view line) {
   return out;
 }
 
+// Calls fn(object) for each line of `text` that is a JSON object; others (a torn last line
+// after a crash, or while the trainer writes it) are skipped.
+void for_each_object_line(std::string_view text, const std::function<void(const json::object&)>& fn) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    json::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (!ec && v.is_object()) fn(v.as_object());
+  }
+}
+
 // Keeps every k-th of `points` (k a power of two, the smallest giving at most `max_points`)
 // and the last.
 json::array thinned(const std::map<int64_t, double>& points, size_t max_points) {
@@ -82,21 +96,15 @@ bool trains(const JobObject& job) { return job.spec.kind == JobKind::kTrain || j
 
 json::object metric_series_from_jsonl(std::string_view text, size_t max_points) {
   std::map<std::string, std::map<int64_t, double>> fields;  // name -> step -> value
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  for_each_object_line(text, [&](const json::object& line) {
+    const json::value* step = line.if_contains("step");
     json::error_code ec;
-    json::value v = json::parse(line, ec);
-    if (ec || !v.is_object()) continue;  // a torn last line while the trainer writes it
-    const json::value* step = v.as_object().if_contains("step");
-    if (!step || !step->is_number()) continue;
-    const int64_t at = step->to_number<int64_t>(ec);
-    if (ec) continue;
-    for (const auto& [k, x] : v.as_object()) {
+    const int64_t at = step && step->is_number() ? step->to_number<int64_t>(ec) : 0;
+    if (!step || !step->is_number() || ec) return;
+    for (const auto& [k, x] : line) {
       if (x.is_number() && k != "step") fields[k][at] = x.to_number<double>();  // a later line wins
     }
-  }
+  });
   json::object out;
   for (const auto& [name, points] : fields) out[name] = thinned(points, max_points);
   return out;
@@ -104,17 +112,11 @@ json::object metric_series_from_jsonl(std::string_view text, size_t max_points) 
 
 json::object metrics_from_jsonl(std::string_view text) {
   json::object out;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    json::error_code ec;
-    json::value v = json::parse(line, ec);
-    if (ec || !v.is_object()) continue;  // a torn last line after a crash
-    for (const auto& [k, x] : v.as_object()) {
+  for_each_object_line(text, [&](const json::object& line) {
+    for (const auto& [k, x] : line) {
       if (x.is_number()) out[k] = x;
     }
-  }
+  });
   return out;
 }
 
