@@ -49,3 +49,11 @@ add_test(NAME cluster_sim_agree_seeds COMMAND /usr/bin/python3 ${CMAKE_CURRENT_S
 set_tests_properties(cluster_sim_agree_seeds PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR};KOI_SIM_AGREE_SEEDS=1,4,7,11"
   LABELS slow TIMEOUT 400)
+# The web console (src/cluster/control_plane/console/) in headless Chromium (Debian's), driven by
+# playwright-core from npm: logging in, a growing loss curve, a waiting job's reason, a
+# deployment's QPS and latency charts under load, the tenant boundary; screenshots are kept in
+# the build folder's test-artifacts/console.
+add_test(NAME cluster_console COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_console.py)
+set_tests_properties(cluster_console PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR};KOI_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/test-artifacts/console"
+  LABELS integration TIMEOUT 240)

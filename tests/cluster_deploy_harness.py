@@ -16,6 +16,7 @@ from cluster_harness import ControlPlane, KOI, SHARED, check, fail
 ADMIN_KEY = "admin-key-0123456789"
 TOKEN = "alpha-token-1234"
 BETA_TOKEN = "beta-token-1234"
+OPS_TOKEN = "ops-token-1234"
 NPM_DIR = os.environ.get("KOI_NPM_CACHE", os.path.join(os.environ.get("HOME", "/root"), ".cache/koi-npm"))
 OPENAI_PIN = "7.59.0"  # as tests/serve_npm.sh
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,7 +76,11 @@ class Gateway:
             self.proc.wait(10)
 
 
-def control_plane_config(gateway, cpu_quota):
+def control_plane_config(gateway, cpu_quota, beta_queue=False):
+    """Queue `serving` of alpha with `cpu_quota` cores; with `beta_queue`, beta's unlimited beta-q
+    and an admin, ops (token OPS_TOKEN)."""
+    beta = "  - {name: beta-q, tenant: beta}\n" if beta_queue else ""
+    admins = "admins:\n  - {name: ops, token: %s}\n" % OPS_TOKEN if beta_queue else ""
     return f"""reconcileIntervalSeconds: 0.2
 nodes:
   - {{name: n0, cpu: 16, memoryMiB: 65536}}
@@ -83,10 +88,10 @@ queues:
   - name: serving
     tenant: alpha
     quota: {{cpu: {{nominal: {cpu_quota}}}, memory: {{nominal: 65536}}}}
-tenants:
+{beta}tenants:
   - {{name: alpha, token: {TOKEN}}}
   - {{name: beta, token: {BETA_TOKEN}}}
-gateway: {{adminUrl: {gateway.admin}, adminKey: {ADMIN_KEY}}}
+{admins}gateway: {{adminUrl: {gateway.admin}, adminKey: {ADMIN_KEY}}}
 """
 
 
@@ -94,11 +99,11 @@ class Env:
     """A gateway, a control plane pointed at it, and GGUF artifacts: good (stories260K) and bad (the
     same weights exported with a 4-token context, so every real request is refused)."""
 
-    def __init__(self, cpu_quota=8):
+    def __init__(self, cpu_quota=8, beta_queue=False):
         ensure_openai()
         self.root = tempfile.mkdtemp(prefix="koi-deploy-test-")
         self.gateway = Gateway(self.root)
-        self.cp = ControlPlane(control_plane_config(self.gateway, cpu_quota), root=self.root).start()
+        self.cp = ControlPlane(control_plane_config(self.gateway, cpu_quota, beta_queue), root=self.root).start()
         src = os.path.join(SHARED, "models", "stories260K")
         self.good = os.path.join(self.root, "stories-a.gguf")
         subprocess.run([KOI, "convert", "--llama2c", src + "/stories260K.bin", "--tokenizer", src + "/tok512.bin", "-o",

@@ -75,6 +75,13 @@ run_once() {  # run_once LABEL
     bash "$WORK/node.sh" > "$WORK/node.txt" 2>&1 || fail "$1: the printed node command failed: $(cat "$WORK/node.txt")"
     [[ -s "$WORK/node.txt" ]] || fail "$1: the printed node command printed nothing"
   fi
+  # The printed console address serves the console, and the printed token logs in.
+  console_url=$(sed -n 's/^or in a browser: \(http:[^ ]*\) (the web console; log in with the token \(.*\))$/\1/p' "$WORK/out.txt")
+  console_token=$(sed -n 's/^or in a browser: http:[^ ]* (the web console; log in with the token \(.*\))$/\1/p' "$WORK/out.txt")
+  [[ -n "$console_url" && -n "$console_token" ]] || fail "$1: no console address and token printed"
+  curl -sf "$console_url" | grep -q "<title>Koi console</title>" || fail "$1: $console_url is not the console"
+  curl -sf "${console_url}apis/v1/whoami" -H "Authorization: Bearer $console_token" | grep -q '"admin":false' ||
+    fail "$1: the printed console token is not a tenant's"
   kill -INT -- -"$pid"
   rc=0
   wait "$pid" || rc=$?

@@ -85,7 +85,7 @@ Runner setup_join(CLI::App* app) {
 
 }  // namespace
 KOI_COMMAND(cluster, "the control plane: jobs, queues, quotas, placement and healing on an executor", setup_cluster);
-KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API, store, reconcile loop, executor (config executor.type: local or slurm)", setup_serve);
+KOI_SUBCOMMAND(cluster, serve, "run the control plane: REST API and web console (at /), store, reconcile loop, executor (config executor.type: local or slurm)", setup_serve);
 KOI_SUBCOMMAND(cluster, exec, "internal: the executors' replica wrapper", setup_exec);
 KOI_SUBCOMMAND(cluster, join, "internal: enter a replica's limit group, then exec its command", setup_join);
 }  // namespace koi::cli

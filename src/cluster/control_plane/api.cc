@@ -10,6 +10,8 @@
 #include <boost/json.hpp>
 
 #include "cluster/control_plane/admission.h"
+#include "cluster/control_plane/console.h"
+#include "cluster/control_plane/job_metrics.h"
 #include "cluster/control_plane/job_submit.h"
 #include "net/sse.h"
 
@@ -23,6 +25,8 @@ namespace {
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 constexpr int64_t kLogChunk = 1 << 20;
 constexpr auto kWatchKeepalive = std::chrono::seconds(10);
+constexpr int64_t kDefaultSeriesPoints = 1000;
+constexpr int64_t kMaxSeriesPoints = 100000;
 
 std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> out;
@@ -162,6 +166,9 @@ Reply ApiServer::route(const net::Request& req) {
   const http::verb method = req.method();
   if (method == http::verb::get && path == "/health") return {200, "ok\n", "text/plain"};
   if (method == http::verb::get && path == "/metrics") return {200, registry_.render(), "text/plain; version=0.0.4"};
+  if (method == http::verb::get && (path == "/" || path == "/console" || path.starts_with("/console/"))) {
+    return console_reply(path);
+  }
   const std::vector<std::string> parts = split_path(path);
   if (parts.size() < 3 || parts[0] != "apis" || parts[1] != "v1") {
     return error(Status::not_found("no route " + std::string(path) + "; the API lives under /apis/v1"));
@@ -280,7 +287,11 @@ Reply ApiServer::route_cluster(const Principal& who, const net::Request& req, co
     if (!jobs.ok()) return error(jobs.status());
     json::array items;
     for (const JobObject& j : *jobs) items.push_back(to_json(j));
-    return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "JobList"}, {"items", std::move(items)}});
+    auto rv = store_.current_version();
+    return ok_json(json::object{{"apiVersion", kApiVersion},
+                                {"kind", "JobList"},
+                                {"metadata", json::object{{"resourceVersion", std::to_string(rv.ok() ? *rv : 0)}}},
+                                {"items", std::move(items)}});
   }
   return error(Status::not_found("no route " + std::string(net::request_path(req))));
 }
@@ -332,6 +343,7 @@ Reply ApiServer::route_jobs(const Principal& who, const net::Request& req, const
     for (const Event& e : *events) items.push_back(json::parse(event_json(e)));
     return ok_json(json::object{{"apiVersion", kApiVersion}, {"kind", "EventList"}, {"items", std::move(items)}});
   }
+  if (parts.size() == 7 && get && parts[6] == "metrics") return job_metrics_reply(job, q);
   if (parts.size() == 7 && get && parts[6] == "logs") {
     const int attempt = static_cast<int>(int_param(q, "attempt", job.status.attempts));
     const int replica = static_cast<int>(int_param(q, "replica", 0));
@@ -349,6 +361,23 @@ Reply ApiServer::route_jobs(const Principal& who, const net::Request& req, const
   return error(Status::not_found("no route " + std::string(path)));
 }
 
+// What the job reports so far: its latest numbers and, for a trainer, each metric's series.
+Reply ApiServer::job_metrics_reply(const JobObject& job, const std::map<std::string, std::string>& q) {
+  const int64_t max_points = int_param(q, "maxPoints", kDefaultSeriesPoints);
+  if (max_points < 2 || max_points > kMaxSeriesPoints) {
+    return error(Status::invalid_argument(fmt::format("maxPoints: must be an integer 2..{}", kMaxSeriesPoints)));
+  }
+  auto latest = job_metrics(job, work_dir_, executor_);
+  if (!latest.ok()) return error(latest.status());
+  auto series = job_metric_series(job, work_dir_, static_cast<size_t>(max_points));
+  if (!series.ok()) return error(series.status());
+  return ok_json(json::object{
+      {"apiVersion", kApiVersion},
+      {"kind", "JobMetrics"},
+      {"metadata", json::object{{"name", job.metadata.name}, {"namespace", job.metadata.ns}}},
+      {"latest", std::move(*latest)},
+      {"series", std::move(*series)}});
+}
 
 Reply ApiServer::submit(const Principal& who, const std::string& ns, const std::string& body) {
   auto job = parse_job_manifest(body, ns);

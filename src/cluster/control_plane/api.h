@@ -2,6 +2,8 @@
 // submitted as YAML); errors in Kubernetes' Status shape {kind: Status, code, reason, message}.
 //
 //   GET    /health, /metrics                         (no token)
+//   GET    /, /console/...                           the web console's static files (no token;
+//                                                    the page asks for one: console.h)
 //   GET    /apis/v1/whoami
 //   POST   /apis/v1/namespaces/{ns}/jobs             submit (JSON or YAML body)
 //   GET    /apis/v1/namespaces/{ns}/jobs             list
@@ -9,6 +11,9 @@
 //   DELETE /apis/v1/namespaces/{ns}/jobs/{name}      cancel (?resourceVersion=N: 409 if stale)
 //   GET    /apis/v1/namespaces/{ns}/jobs/{name}/events
 //   GET    /apis/v1/namespaces/{ns}/jobs/{name}/logs  ?replica=R&attempt=A&follow=1
+//   GET    /apis/v1/namespaces/{ns}/jobs/{name}/metrics  ?maxPoints=N (default 1000): {latest,
+//                                                    series: {loss: [[step, value]...], ...}}
+//                                                    (job_metrics.h; a trainer's series so far)
 //   GET    /apis/v1/jobs                             every namespace (admin)
 //   GET    /apis/v1/queues, /apis/v1/nodes
 //   PUT    /apis/v1/queues/{name}                    change or add a queue (admin; 403 for tenants)
@@ -82,6 +87,7 @@ class ApiServer {
   Reply route_cluster(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
   Reply route_jobs(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
   Reply submit(const Principal& who, const std::string& ns, const std::string& body);
+  Reply job_metrics_reply(const JobObject& job, const std::map<std::string, std::string>& q);
   Reply route_resource(const Principal& who, const net::Request& req, const std::vector<std::string>& parts);
 
   StateStore& store_;

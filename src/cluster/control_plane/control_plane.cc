@@ -28,6 +28,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<StateStore> store;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Reconciler> reconciler;
+  TrafficHistory traffic;
   std::unique_ptr<DeploymentController> deployments;
   std::unique_ptr<ModelRegistry> models;
   std::unique_ptr<PipelineController> pipelines;
@@ -69,15 +70,16 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneOpti
   impl->reconciler = std::make_unique<Reconciler>(*impl->store, *impl->executor,
                                                   make_cluster(impl->executor->inventory(), impl->config.queues),
                                                   impl->registry, ro);
-  impl->deployments = std::make_unique<DeploymentController>(*impl->store, *impl->reconciler, impl->config.gateway,
-                                                             o.koi_binary);
+  impl->deployments = std::make_unique<DeploymentController>(*impl->store, *impl->reconciler, impl->traffic,
+                                                             impl->config.gateway, o.koi_binary);
   impl->reconciler->add_controller(impl->deployments.get());
   KOI_RETURN_IF_ERROR(restore_admission(*impl->store, *impl->reconciler));
   KOI_RETURN_IF_ERROR(impl->reconciler->recover(wall_seconds()));
   KOI_ASSIGN_OR_RETURN(std::vector<TokenEntry> tokens, impl->store->tokens());
   impl->api = std::make_unique<ApiServer>(*impl->store, *impl->reconciler, *impl->executor, impl->registry,
                                           std::move(tokens), work_dir);
-  add_deployment_routes(*impl->api, *impl->store, *impl->reconciler, !impl->config.gateway.admin_url.empty());
+  add_deployment_routes(*impl->api, *impl->store, *impl->reconciler, impl->traffic,
+                        !impl->config.gateway.admin_url.empty());
   impl->models = std::make_unique<ModelRegistry>(*impl->store, *impl->executor, work_dir);
   impl->api->add_resource("models", models_resource(*impl->models, *impl->store));
   impl->api->add_resource("modelversions", modelversions_resource(*impl->store));

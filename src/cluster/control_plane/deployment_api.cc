@@ -80,6 +80,14 @@ Reply events(StateStore& store, const StoredObject& d) {
   return json_reply(json::object{{"apiVersion", kApiVersion}, {"kind", "EventList"}, {"items", std::move(items)}});
 }
 
+Reply traffic(const TrafficHistory& history, const StoredObject& d) {
+  json::array points;
+  for (const TrafficPoint& p : history.points(d.metadata.ns, d.metadata.name)) points.push_back(traffic_point_json(p));
+  return json_reply(json::object{{"apiVersion", kApiVersion}, {"kind", "DeploymentMetrics"},
+                                 {"metadata", json::object{{"name", d.metadata.name}, {"namespace", d.metadata.ns}}},
+                                 {"points", std::move(points)}});
+}
+
 using Change = Reply (*)(StateStore&, Reconciler&, StoredObject&, const std::string&);
 
 // A change to a stored deployment, read afresh and retried while the controller's status
@@ -97,7 +105,8 @@ Reply change(StateStore& store, Reconciler& reconciler, const ResourceRequest& r
   return reply;
 }
 
-Reply handle(StateStore& store, Reconciler& reconciler, bool gateway_configured, const ResourceRequest& r) {
+Reply handle(StateStore& store, Reconciler& reconciler, const TrafficHistory& history, bool gateway_configured,
+             const ResourceRequest& r) {
   const bool get = r.method == http::verb::get, post = r.method == http::verb::post;
   if (r.path.empty()) {
     if (get) return list(store, r);
@@ -117,15 +126,17 @@ Reply handle(StateStore& store, Reconciler& reconciler, bool gateway_configured,
   if (r.path.size() == 1 && r.method == http::verb::delete_) return change(store, reconciler, r, remove);
   if (r.path.size() == 2 && get && r.path[1] == "status") return json_reply(status_of(d));
   if (r.path.size() == 2 && get && r.path[1] == "events") return events(store, d);
+  if (r.path.size() == 2 && get && r.path[1] == "metrics") return traffic(history, d);
   if (r.path.size() == 2 && post && r.path[1] == "rollback") return change(store, reconciler, r, rollback);
-  return error_reply(Status::not_found("no such deployment route; see GET, DELETE, /status, /events, POST /rollback"));
+  return error_reply(Status::not_found("no such deployment route; see GET, DELETE, /status, /events, /metrics, POST /rollback"));
 }
 
 }  // namespace
 
-void add_deployment_routes(ApiServer& api, StateStore& store, Reconciler& reconciler, bool gateway_configured) {
-  api.add_resource("deployments", [&store, &reconciler, gateway_configured](const ResourceRequest& r) {
-    return handle(store, reconciler, gateway_configured, r);
+void add_deployment_routes(ApiServer& api, StateStore& store, Reconciler& reconciler, const TrafficHistory& traffic,
+                           bool gateway_configured) {
+  api.add_resource("deployments", [&store, &reconciler, &traffic, gateway_configured](const ResourceRequest& r) {
+    return handle(store, reconciler, traffic, gateway_configured, r);
   });
 }
 

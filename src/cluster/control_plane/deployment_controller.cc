@@ -23,6 +23,7 @@ namespace {
 
 constexpr double kMinDrainSeconds = 1.0;     // requests the gateway picked just before deregistering
 constexpr double kMetricWindowSeconds = 3.0;  // the autoscaler's average
+constexpr double kTrafficIntervalSeconds = 1.0;  // one TrafficPoint per deployment this often
 
 const json::object& jobj(const json::object& o, std::string_view k) {
   static const json::object empty;
@@ -110,9 +111,13 @@ struct DeploymentController::Work {
   }
 };
 
-DeploymentController::DeploymentController(StateStore& store, Reconciler& reconciler, GatewayLink gateway,
-                                           std::string koi_binary)
-    : store_(store), reconciler_(reconciler), gateway_(std::move(gateway)), koi_binary_(std::move(koi_binary)) {}
+DeploymentController::DeploymentController(StateStore& store, Reconciler& reconciler, TrafficHistory& traffic,
+                                           GatewayLink gateway, std::string koi_binary)
+    : store_(store),
+      reconciler_(reconciler),
+      traffic_(traffic),
+      gateway_(std::move(gateway)),
+      koi_binary_(std::move(koi_binary)) {}
 
 Status DeploymentController::reconcile(double now) {
   KOI_ASSIGN_OR_RETURN(std::vector<StoredObject> deployments, store_.list(kDeploymentKind, ""));
@@ -142,6 +147,7 @@ Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<
     w.st.message = "the control plane has no gateway: add gateway: {adminUrl, adminKey} to its config";
   } else {
     observe(w);
+    record_traffic(w);
     drain(w);
     if (w.deleting) {
       for (size_t i = 0; i < w.st.replicas.size(); ++i) {
@@ -152,6 +158,7 @@ Status DeploymentController::reconcile_one(StoredObject& obj, const std::vector<
         e.kind = kDeploymentKind, e.ns = obj.metadata.ns, e.name = obj.metadata.name, e.time = now;
         e.reason = "Deleted", e.message = "every replica drained and stopped";
         memory_.erase(obj.metadata.uid);
+        traffic_.forget(obj.metadata.ns, obj.metadata.name);
         return store_.remove(obj, obj.metadata.resource_version, {e});
       }
     } else {
@@ -269,6 +276,31 @@ void DeploymentController::observe(Work& w) {
     kept.push_back(r);
   }
   w.st.replicas = std::move(kept);
+}
+
+// One TrafficPoint a second from the scrapes observe() made: each ready replica's counters
+// since the last point. A replica new since then (or restarted: its counters went back)
+// counts from its next point on.
+void DeploymentController::record_traffic(Work& w) {
+  if (w.now - w.mem.traffic_since < kTrafficIntervalSeconds) return;
+  std::vector<ServeSample> deltas;
+  std::map<std::string, ServeSample> base;
+  for (const ServeReplica& r : w.st.replicas) {
+    auto q = w.mem.samples.find(r.job);
+    if (!r.ready || q == w.mem.samples.end() || q->second.empty()) continue;
+    const ServeSample& latest = q->second.back().second;
+    auto before = w.mem.traffic_base.find(r.job);
+    if (before != w.mem.traffic_base.end() && before->second.finished <= latest.finished &&
+        before->second.errors <= latest.errors) {
+      deltas.push_back(sample_delta(before->second, latest));
+    }
+    base[r.job] = latest;
+  }
+  if (w.mem.traffic_since > 0) {
+    traffic_.record(w.obj.metadata.ns, w.obj.metadata.name, traffic_point(deltas, w.now - w.mem.traffic_since, w.now));
+  }
+  w.mem.traffic_base = std::move(base);
+  w.mem.traffic_since = w.now;
 }
 
 // Retiring replicas: off the gateway at once; their job is cancelled once idle.

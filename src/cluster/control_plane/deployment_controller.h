@@ -22,7 +22,8 @@
 // The replica jobs in the store are the truth: a job labelled with the deployment that the
 // status does not list (a write lost to a conflict or a control-plane crash) is adopted.
 // Status writes use the resourceVersion read in the same round; a conflict (the API applied
-// a new spec meanwhile) is retried in the next round.
+// a new spec meanwhile) is retried in the next round. The same scrapes give a TrafficPoint a
+// second per deployment to `traffic` (the console's QPS and latency charts).
 #pragma once
 
 #include <deque>
@@ -31,6 +32,7 @@
 
 #include "cluster/control_plane/config.h"
 #include "cluster/control_plane/deployment.h"
+#include "cluster/control_plane/deployment_traffic.h"
 #include "cluster/control_plane/gateway_admin.h"
 #include "cluster/control_plane/reconciler.h"
 #include "cluster/control_plane/rollout.h"
@@ -40,8 +42,9 @@ namespace koi::cluster {
 
 class DeploymentController : public Controller {
  public:
-  // `reconciler` gives the cluster (queues) and wake(); both must outlive this.
-  DeploymentController(StateStore& store, Reconciler& reconciler, GatewayLink gateway, std::string koi_binary);
+  // `reconciler` gives the cluster (queues) and wake(); it, `store` and `traffic` must outlive this.
+  DeploymentController(StateStore& store, Reconciler& reconciler, TrafficHistory& traffic, GatewayLink gateway,
+                       std::string koi_binary);
 
   std::string name() const override { return "deployments"; }
   Status reconcile(double now) override;
@@ -56,10 +59,13 @@ class DeploymentController : public Controller {
     GatewayVersionStats gateway_base;
     bool gateway_base_set = false;
     double last_write = 0;  // when the status was last written
+    std::map<std::string, ServeSample> traffic_base;  // job -> counters at the last TrafficPoint
+    double traffic_since = 0;                         // when it was taken
   };
 
   Status reconcile_one(StoredObject& obj, const std::vector<JobObject>& jobs, double now);
   void observe(Work& w);
+  void record_traffic(Work& w);
   void drain(Work& w);
   Status roll(Work& w);
   Status scale(Work& w);
@@ -72,6 +78,7 @@ class DeploymentController : public Controller {
 
   StateStore& store_;
   Reconciler& reconciler_;
+  TrafficHistory& traffic_;
   GatewayAdmin gateway_;
   const std::string koi_binary_;
   std::map<std::string, Memory> memory_;  // by deployment uid

@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "base/file.h"
 #include "cluster/control_plane/reconciler.h"
@@ -57,21 +59,64 @@ std::optional<json::object> result_line(std::string_view line) {
   return out;
 }
 
-}  // namespace
-
-json::object metrics_from_jsonl(std::string_view text) {
-  json::object out;
+// Calls fn(object) for each line of `text` that is a JSON object; others (a torn last line
+// after a crash, or while the trainer writes it) are skipped.
+void for_each_object_line(std::string_view text, const std::function<void(const json::object&)>& fn) {
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     json::error_code ec;
     json::value v = json::parse(line, ec);
-    if (ec || !v.is_object()) continue;  // a torn last line after a crash
-    for (const auto& [k, x] : v.as_object()) {
+    if (!ec && v.is_object()) fn(v.as_object());
+  }
+}
+
+// Keeps every k-th of `points` (k a power of two, the smallest giving at most `max_points`)
+// and the last.
+json::array thinned(const std::map<int64_t, double>& points, size_t max_points) {
+  size_t stride = 1;
+  while (max_points > 1 && (points.size() + stride - 1) / stride > max_points - 1) stride *= 2;
+  json::array out;
+  size_t i = 0;
+  for (const auto& [step, value] : points) {
+    if (i % stride == 0 || i + 1 == points.size()) out.push_back(json::array{step, value});
+    ++i;
+  }
+  return out;
+}
+
+std::string run_metrics_path(const JobObject& job, const std::string& work_dir) {
+  return path_join(job_checkpoint_dir(work_dir, job), "metrics.jsonl");
+}
+
+bool trains(const JobObject& job) { return job.spec.kind == JobKind::kTrain || job.spec.kind == JobKind::kFinetune; }
+
+}  // namespace
+
+json::object metric_series_from_jsonl(std::string_view text, size_t max_points) {
+  std::map<std::string, std::map<int64_t, double>> fields;  // name -> step -> value
+  for_each_object_line(text, [&](const json::object& line) {
+    const json::value* step = line.if_contains("step");
+    json::error_code ec;
+    const int64_t at = step && step->is_number() ? step->to_number<int64_t>(ec) : 0;
+    if (!step || !step->is_number() || ec) return;
+    for (const auto& [k, x] : line) {
+      if (x.is_number() && k != "step") fields[k][at] = x.to_number<double>();  // a later line wins
+    }
+  });
+  json::object out;
+  for (const auto& [name, points] : fields) out[name] = thinned(points, max_points);
+  return out;
+}
+
+json::object metrics_from_jsonl(std::string_view text) {
+  json::object out;
+  for_each_object_line(text, [&](const json::object& line) {
+    for (const auto& [k, x] : line) {
       if (x.is_number()) out[k] = x;
     }
-  }
+  });
   return out;
 }
 
@@ -108,8 +153,8 @@ std::string newest_checkpoint(const std::string& run_dir) {
 }
 
 Result<json::object> job_metrics(const JobObject& job, const std::string& work_dir, const Executor& executor) {
-  if (job.spec.kind == JobKind::kTrain || job.spec.kind == JobKind::kFinetune) {
-    const std::string path = path_join(job_checkpoint_dir(work_dir, job), "metrics.jsonl");
+  if (trains(job)) {
+    const std::string path = run_metrics_path(job, work_dir);
     if (!file_exists(path)) return json::object{};
     KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
     return metrics_from_jsonl(text);
@@ -119,6 +164,13 @@ Result<json::object> job_metrics(const JobObject& job, const std::string& work_d
   // The result line is at the end: the last MiB is enough (a negative offset counts from the end).
   KOI_ASSIGN_OR_RETURN(std::string log, executor.logs(ReplicaHandle{"", dir}, -kLogTailBytes, kLogTailBytes));
   return metrics_from_log(log);
+}
+
+Result<json::object> job_metric_series(const JobObject& job, const std::string& work_dir, size_t max_points) {
+  const std::string path = run_metrics_path(job, work_dir);
+  if (!trains(job) || !file_exists(path)) return json::object{};
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return metric_series_from_jsonl(text, max_points);
 }
 
 }  // namespace koi::cluster

@@ -30,6 +30,14 @@ double parse_le(const std::string& le) {
   return std::strtod(le.c_str(), nullptr);
 }
 
+// Cumulative bucket counts: `*b` minus `a`, bucket by bucket.
+void subtract(const std::map<double, double>& a, std::map<double, double>* b) {
+  for (auto& [le, n] : *b) {
+    auto it = a.find(le);
+    if (it != a.end()) n -= it->second;
+  }
+}
+
 }  // namespace
 
 ServeSample parse_serve_metrics(const std::string& text) {
@@ -56,6 +64,16 @@ ServeSample parse_serve_metrics(const std::string& text) {
       s.ttft_buckets[parse_le(label(labels, "le"))] += value;
     } else if (name == "koi:time_to_first_token_seconds_count") {
       s.ttft_count += value;
+    } else if (name == "koi:e2e_request_latency_seconds_bucket") {
+      s.e2e_buckets[parse_le(label(labels, "le"))] += value;
+    } else if (name == "koi:e2e_request_latency_seconds_count") {
+      s.e2e_count += value;
+    } else if (name == "koi:inter_token_latency_seconds_bucket") {
+      s.itl_buckets[parse_le(label(labels, "le"))] += value;
+    } else if (name == "koi:inter_token_latency_seconds_count") {
+      s.itl_count += value;
+    } else if (name == "koi:generation_tokens_total") {
+      s.generation_tokens += value;
     } else if (name == "koi:http_responses_total") {
       const int status = std::atoi(label(labels, "status").c_str());
       if (status >= 400 && status != 429) s.errors += value;
@@ -68,11 +86,13 @@ ServeSample parse_serve_metrics(const std::string& text) {
 
 ServeSample sample_delta(const ServeSample& a, const ServeSample& b) {
   ServeSample d = b;
-  for (auto& [le, n] : d.ttft_buckets) {
-    auto it = a.ttft_buckets.find(le);
-    if (it != a.ttft_buckets.end()) n -= it->second;
-  }
+  subtract(a.ttft_buckets, &d.ttft_buckets);
+  subtract(a.e2e_buckets, &d.e2e_buckets);
+  subtract(a.itl_buckets, &d.itl_buckets);
   d.ttft_count -= a.ttft_count;
+  d.e2e_count -= a.e2e_count;
+  d.itl_count -= a.itl_count;
+  d.generation_tokens -= a.generation_tokens;
   d.finished -= a.finished;
   d.errors -= a.errors;
   return d;

@@ -17,6 +17,11 @@ struct ServeSample {
   double kv_usage = 0;      // koi:kv_cache_usage_perc (0-1)
   std::map<double, double> ttft_buckets;  // koi:time_to_first_token_seconds: le (s) -> cumulative count
   double ttft_count = 0;
+  std::map<double, double> e2e_buckets;   // koi:e2e_request_latency_seconds: arrival to last token
+  double e2e_count = 0;
+  std::map<double, double> itl_buckets;   // koi:inter_token_latency_seconds
+  double itl_count = 0;
+  double generation_tokens = 0;           // koi:generation_tokens_total
   double finished = 0;      // koi:request_success_total: requests the engine finished (stop, length)
   double errors = 0;        // koi:http_responses_total of status >= 400 other than 429 (rollout.h)
 };

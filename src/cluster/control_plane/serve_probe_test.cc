@@ -18,6 +18,13 @@ koi:time_to_first_token_seconds_bucket{model_name="fortunes",le="0.1"} 8
 koi:time_to_first_token_seconds_bucket{model_name="fortunes",le="+Inf"} 10
 koi:time_to_first_token_seconds_sum{model_name="fortunes"} 0.9
 koi:time_to_first_token_seconds_count{model_name="fortunes"} 10
+koi:e2e_request_latency_seconds_bucket{model_name="fortunes",le="0.5"} 3
+koi:e2e_request_latency_seconds_bucket{model_name="fortunes",le="+Inf"} 9
+koi:e2e_request_latency_seconds_count{model_name="fortunes"} 9
+koi:inter_token_latency_seconds_bucket{model_name="fortunes",le="0.01"} 40
+koi:inter_token_latency_seconds_bucket{model_name="fortunes",le="+Inf"} 50
+koi:inter_token_latency_seconds_count{model_name="fortunes"} 50
+koi:generation_tokens_total{model_name="fortunes"} 60
 koi:request_success_total{model_name="fortunes",finished_reason="abort"} 4
 koi:request_success_total{model_name="fortunes",finished_reason="length"} 7
 koi:request_success_total{model_name="fortunes",finished_reason="stop"} 2
@@ -38,6 +45,12 @@ TEST(ServeProbeTest, ReadsTheSeriesOfKoiServe) {
   ASSERT_EQ(s.ttft_buckets.size(), 3u);
   EXPECT_EQ(s.ttft_buckets.at(0.1), 8);
   EXPECT_TRUE(std::isinf(s.ttft_buckets.rbegin()->first));
+  EXPECT_EQ(s.e2e_count, 9);
+  ASSERT_EQ(s.e2e_buckets.size(), 2u);
+  EXPECT_EQ(s.e2e_buckets.at(0.5), 3);
+  EXPECT_EQ(s.itl_count, 50);
+  EXPECT_EQ(s.itl_buckets.at(0.01), 40);
+  EXPECT_EQ(s.generation_tokens, 60);
 }
 
 TEST(ServeProbeTest, DeltasAndQuantiles) {
@@ -49,6 +62,14 @@ TEST(ServeProbeTest, DeltasAndQuantiles) {
   EXPECT_EQ(d.finished, 10);
   EXPECT_EQ(d.waiting, 0);  // gauges are the later sample's
   EXPECT_EQ(d.ttft_buckets.at(0.1), 4);
+  b.e2e_count += 2, b.e2e_buckets[0.5] += 2, b.e2e_buckets[INFINITY] += 2;
+  b.itl_count += 7, b.itl_buckets[0.01] += 5, b.itl_buckets[INFINITY] += 7, b.generation_tokens += 9;
+  const ServeSample e = sample_delta(a, b);
+  EXPECT_EQ(e.e2e_count, 2);
+  EXPECT_EQ(e.e2e_buckets.at(0.5), 2);
+  EXPECT_EQ(e.itl_count, 7);
+  EXPECT_EQ(e.itl_buckets.at(0.01), 5);
+  EXPECT_EQ(e.generation_tokens, 9);
   // 4 observations: 1 <= 10 ms, 3 in (10, 100] ms. The median (rank 2) is a third of the way
   // into the second bucket; the p99 (rank 3.96) near its top; none beyond it.
   EXPECT_NEAR(histogram_quantile(d.ttft_buckets, 0.5), 0.01 + 0.09 / 3, 1e-12);
