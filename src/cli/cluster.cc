@@ -1,7 +1,8 @@
 // koi cluster serve: the control plane (src/cluster/control_plane, docs/cluster.md): the
 // REST API, the store, the reconcile loop and the executor the config names (local or
 // slurm). SIGTERM or Ctrl-C stops it and leaves the jobs running; the next start adopts them.
-// koi cluster exec: the executors' replica wrapper (internal; see local_executor.h).
+// koi cluster exec: the executors' replica wrapper (internal; process/replica_wrapper.h; the
+// executors prefer the koi-exec binary beside koi, which runs the same code and starts faster).
 // koi cluster join: its helper that enters the replica's limit group (replica_wrapper.h).
 #include <signal.h>
 
@@ -10,7 +11,7 @@
 
 #include "cli/command.h"
 #include "cluster/control_plane/control_plane.h"
-#include "cluster/control_plane/replica_wrapper.h"
+#include "process/replica_wrapper.h"
 
 namespace koi::cli {
 namespace {
@@ -62,13 +63,17 @@ Runner setup_serve(CLI::App* app) {
 }
 
 Runner setup_exec(CLI::App* app) {
-  auto f = std::make_shared<cluster::WrapperOptions>();
+  auto f = std::make_shared<process::WrapperOptions>();
   app->add_option("--exit-file", f->exit_file, "where to write the exit record ('exit N' or 'signal N', ...)")->required();
   app->add_option("--pid-file", f->pid_file, "where to write this wrapper's id (pid:starttime)");
   app->add_option("--memory-mib", f->memory_mib, "memory limit of the command (0: none)")->check(CLI::NonNegativeNumber);
   app->add_option("--cpu-milli", f->cpu_milli, "CPU limit in thousandths of a core (0: none)")->check(CLI::NonNegativeNumber);
   app->add_option("command", f->argv, "the replica's command line (after --)")->required();
-  return [f] { return cluster::run_replica_wrapper(*f); };
+  return [f] {
+    std::error_code ec;
+    f->join_command = {std::filesystem::read_symlink("/proc/self/exe", ec).string(), "cluster", "join"};
+    return process::run_replica_wrapper(*f);
+  };
 }
 
 struct JoinFlags {
@@ -80,7 +85,7 @@ Runner setup_join(CLI::App* app) {
   auto f = std::make_shared<JoinFlags>();
   app->add_option("--group", f->group, "the limit group to enter")->required();
   app->add_option("command", f->command, "the command to exec inside it (after --)")->required();
-  return [f] { return cluster::run_join(f->group, f->command); };
+  return [f] { return process::run_join(f->group, f->command); };
 }
 
 }  // namespace

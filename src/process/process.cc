@@ -1,5 +1,8 @@
 #include "process/process.h"
 
+#include <iterator>
+#include <sstream>
+#include <fstream>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -210,6 +213,21 @@ Result<std::optional<ExitStatus>> Process::wait_for(std::chrono::milliseconds ti
     if (now >= deadline) return std::optional<ExitStatus>();
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kPollInterval, deadline - now));
   }
+}
+
+int64_t process_start_time(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return -1;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string field;
+  std::vector<std::string> fields;
+  while (rest >> field) fields.push_back(field);
+  // fields[0] is field 3 (state), so field 22 (starttime) is fields[19].
+  if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return -1;
+  return std::atoll(fields[19].c_str());
 }
 
 }  // namespace koi::process

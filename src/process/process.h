@@ -100,4 +100,8 @@ class Process {
   std::optional<ExitStatus> exit_;
 };
 
+// Field 22 of /proc/PID/stat (the start time in clock ticks since boot), or -1 when the
+// process does not exist or is a zombie: with the pid, an id no later process can reuse.
+int64_t process_start_time(int pid);
+
 }  // namespace koi::process

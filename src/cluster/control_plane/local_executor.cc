@@ -10,7 +10,7 @@
 
 #include "base/file.h"
 #include "process/mpirun.h"
-#include "cluster/control_plane/replica_wrapper.h"
+#include "process/replica_wrapper.h"
 
 namespace koi::cluster {
 namespace {
@@ -31,8 +31,8 @@ std::string exit_path(const std::string& dir) { return path_join(dir, "exit"); }
 ReplicaStatus from_exit_record(const std::string& dir, bool* found) {
   ReplicaStatus s;
   auto text = read_file(exit_path(dir));
-  ExitRecord record;
-  *found = text.ok() && parse_exit_record(*text, &record);
+  process::ExitRecord record;
+  *found = text.ok() && process::parse_exit_record(*text, &record);
   if (*found) {
     s.state = ReplicaState::kExited;
     s.exit_code = record.code, s.signal = record.signal;
@@ -47,21 +47,6 @@ ReplicaStatus from_exit_record(const std::string& dir, bool* found) {
 
 }  // namespace
 
-int64_t process_start_time(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  if (!f) return -1;
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  std::vector<std::string> fields;
-  while (rest >> field) fields.push_back(field);
-  // fields[0] is field 3 (state), so field 22 (starttime) is fields[19].
-  if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return -1;
-  return std::atoll(fields[19].c_str());
-}
-
 LocalExecutor::LocalExecutor(std::string koi_binary, std::vector<NodeSpec> nodes)
     : koi_binary_(std::move(koi_binary)), nodes_(std::move(nodes)) {}
 
@@ -74,7 +59,8 @@ Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
   std::filesystem::remove(exit_path(r.dir), ec);
   std::filesystem::remove(path_join(r.dir, "pid"), ec);
   process::LaunchOptions o;
-  o.argv = {koi_binary_, "cluster", "exec", "--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid")};
+  o.argv = process::wrapper_command(koi_binary_);
+  o.argv.insert(o.argv.end(), {"--exit-file", exit_path(r.dir), "--pid-file", path_join(r.dir, "pid")});
   if (r.memory_mib > 0) o.argv.insert(o.argv.end(), {"--memory-mib", std::to_string(r.memory_mib)});
   if (r.cpu_milli > 0) o.argv.insert(o.argv.end(), {"--cpu-milli", std::to_string(r.cpu_milli)});
   o.argv.push_back("--");
@@ -86,7 +72,7 @@ Result<ReplicaHandle> LocalExecutor::launch_one(const ReplicaLaunch& r) {
   o.cwd = r.dir;
   o.stdout_path = o.stderr_path = path_join(r.dir, "log");
   KOI_ASSIGN_OR_RETURN(process::Process p, process::Process::launch(o));
-  const int64_t start = process_start_time(p.pid());
+  const int64_t start = process::process_start_time(p.pid());
   ReplicaHandle h{fmt::format("{}:{}", p.pid(), start), r.dir};
   children_[h.id] = std::make_unique<process::Process>(std::move(p));
   return h;
@@ -126,7 +112,7 @@ Result<std::vector<ReplicaHandle>> LocalExecutor::launch(const std::vector<Repli
 bool LocalExecutor::adopt(const ReplicaHandle& replica) {
   if (children_.count(replica.id)) return true;
   const Id id = parse_id(replica.id);
-  return id.pid > 0 && process_start_time(id.pid) == id.start;
+  return id.pid > 0 && process::process_start_time(id.pid) == id.start;
 }
 
 ReplicaStatus LocalExecutor::status(const ReplicaHandle& replica) {
@@ -148,7 +134,7 @@ ReplicaStatus LocalExecutor::status(const ReplicaHandle& replica) {
     return s;
   }
   const Id id = parse_id(replica.id);
-  if (id.pid > 0 && process_start_time(id.pid) == id.start) return ReplicaStatus{};
+  if (id.pid > 0 && process::process_start_time(id.pid) == id.start) return ReplicaStatus{};
   ReplicaStatus s = from_exit_record(replica.dir, &found);
   if (!found) {
     s.state = ReplicaState::kLost;
@@ -163,14 +149,14 @@ std::optional<ReplicaHandle> LocalExecutor::find(const std::string& dir) {
   std::string id = *text;
   while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
   const Id parsed = parse_id(id);
-  if (parsed.pid <= 0 || process_start_time(parsed.pid) != parsed.start) return std::nullopt;
+  if (parsed.pid <= 0 || process::process_start_time(parsed.pid) != parsed.start) return std::nullopt;
   return ReplicaHandle{id, dir};
 }
 
 Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {
   const Id id = parse_id(replica.id);
   if (id.pid <= 0) return Status::invalid_argument("not a local replica id: " + replica.id);
-  if (!children_.count(replica.id) && process_start_time(id.pid) != id.start) return ok_status();  // gone already
+  if (!children_.count(replica.id) && process::process_start_time(id.pid) != id.start) return ok_status();  // gone already
   if (::killpg(id.pid, sig) != 0 && errno != ESRCH) {
     return Status::io_error(fmt::format("cannot signal replica {}: {}", replica.id, std::strerror(errno)));
   }

@@ -1,5 +1,5 @@
 // LocalExecutor: the embedded default executor. Every replica is a child process on this
-// machine, under a small wrapper (`koi cluster exec`, replica_wrapper.h) that runs the
+// machine, under a small wrapper (koi-exec, process/replica_wrapper.h) that runs the
 // real command in the same process group and writes how it ended to `<dir>/exit`:
 //   <dir>/log    stdout and stderr of the replica
 //   <dir>/pid    the wrapper's id, written by the wrapper before it starts the command
@@ -56,9 +56,6 @@ class LocalExecutor : public Executor {
   std::map<std::string, std::unique_ptr<process::Process>> children_;  // by id; ours to wait for
 };
 
-// The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22); -1 if
-// it does not exist or is a zombie.
-int64_t process_start_time(int pid);
 // Bytes of <dir>/log from `offset` (negative: the last bytes), at most max_bytes; "" when
 // there is no log yet. Shared by every executor whose replicas write <dir>/log.
 Result<std::string> read_replica_log(const std::string& dir, int64_t offset, int64_t max_bytes);

@@ -1,6 +1,6 @@
 #include "cluster/control_plane/slurm_executor.h"
 
-#include "cluster/control_plane/replica_wrapper.h"
+#include "process/replica_wrapper.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -360,8 +360,8 @@ Result<std::vector<ReplicaHandle>> SlurmExecutor::launch(const std::vector<Repli
     if (nodes.insert(r.node_name).second) nodelist += (nodelist.empty() ? "" : ",") + r.node_name;
     std::string env;
     for (const auto& [k, v] : r.env) env += " " + shell_quote(k + "=" + v);
-    std::vector<std::string> wrapper = {options_.koi_binary, "cluster", "exec", "--exit-file", path_join(r.dir, "exit"),
-                                        "--pid-file", path_join(r.dir, "pid"), "--"};
+    std::vector<std::string> wrapper = process::wrapper_command(options_.koi_binary);
+    wrapper.insert(wrapper.end(), {"--exit-file", path_join(r.dir, "exit"), "--pid-file", path_join(r.dir, "pid"), "--"});
     wrapper.insert(wrapper.end(), r.argv.begin(), r.argv.end());
     tasks += fmt::format("  {}) cd {} && exec env{} {} >> {} 2>&1 ;;\n", i, shell_quote(r.dir), env, shell_words(wrapper),
                          shell_quote(path_join(r.dir, "log")));
@@ -466,8 +466,8 @@ ReplicaStatus SlurmExecutor::status(const ReplicaHandle& replica) {
   }
   bool exited = false;
   auto record = read_file(path_join(replica.dir, "exit"));
-  ExitRecord exit_record;
-  if (record.ok() && parse_exit_record(*record, &exit_record)) {
+  process::ExitRecord exit_record;
+  if (record.ok() && process::parse_exit_record(*record, &exit_record)) {
     exited = true;
     s.exit_code = exit_record.code, s.signal = exit_record.signal;
     s.oom_killed = exit_record.oom_killed, s.peak_memory_bytes = exit_record.peak_memory_bytes;

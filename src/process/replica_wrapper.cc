@@ -1,4 +1,4 @@
-#include "cluster/control_plane/replica_wrapper.h"
+#include "process/replica_wrapper.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,35 +11,38 @@
 #include <sstream>
 
 #include "base/file.h"
-#include "cluster/control_plane/local_executor.h"
 #include "process/limits.h"
 #include "process/process.h"
 
-namespace koi::cluster {
+namespace koi::process {
 namespace {
 
 void ignore_signal(int) {}
 
-void warn(const std::string& message) { std::fprintf(stderr, "koi cluster exec: %s\n", message.c_str()); }
+void warn(const std::string& message) { std::fprintf(stderr, "koi-exec: %s\n", message.c_str()); }
 
 // The limit group for this replica, and the argv that runs the command inside it; nullopt
 // (and the plain argv) without limits.
-std::optional<process::LimitGroup> limit_group(const WrapperOptions& o, std::vector<std::string>* argv) {
+std::optional<LimitGroup> limit_group(const WrapperOptions& o, std::vector<std::string>* argv) {
   *argv = o.argv;
   if (o.memory_mib <= 0 && o.cpu_milli <= 0) return std::nullopt;
-  process::Limits limits;
+  Limits limits;
   limits.memory_bytes = o.memory_mib << 20;
   limits.cpu_milli = o.cpu_milli;
   const std::string name = fmt::format("replica-{}-{}", ::getpid(), process_start_time(::getpid()));
-  auto group = process::LimitGroup::create(name, limits);
+  auto group = LimitGroup::create(name, limits);
   if (!group.ok()) {
     warn("limits not enforced: " + group.status().message());
     return std::nullopt;
   }
   if (group->mechanism() == "none") return std::move(*group);
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  *argv = {self, "cluster", "join", "--group", name, "--"};
+  if (o.join_command.empty()) {
+    warn("limits not enforced: no join command given");
+    (void)group->remove();
+    return std::nullopt;
+  }
+  *argv = o.join_command;
+  argv->insert(argv->end(), {"--group", name, "--"});
   argv->insert(argv->end(), o.argv.begin(), o.argv.end());
   return std::move(*group);
 }
@@ -84,10 +87,10 @@ int run_replica_wrapper(const WrapperOptions& o) {
   sa.sa_handler = ignore_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
-  process::LaunchOptions lo;
-  std::optional<process::LimitGroup> group = limit_group(o, &lo.argv);
+  LaunchOptions lo;
+  std::optional<LimitGroup> group = limit_group(o, &lo.argv);
   lo.new_process_group = false;
-  auto child = process::Process::launch(lo);
+  auto child = Process::launch(lo);
   if (!child.ok()) {
     warn(child.status().message());
     (void)write_file_atomic(o.exit_file, "exit 127\n");
@@ -102,7 +105,7 @@ int run_replica_wrapper(const WrapperOptions& o) {
   record.code = status->code;
   record.signal = status->signal;
   if (group) {
-    const process::Usage usage = group->usage();
+    const Usage usage = group->usage();
     record.oom_killed = usage.oom_killed;
     record.peak_memory_bytes = usage.peak_memory_bytes;
     record.limits = group->mechanism();
@@ -112,17 +115,23 @@ int run_replica_wrapper(const WrapperOptions& o) {
   return status->shell_code();
 }
 
+std::vector<std::string> wrapper_command(const std::string& koi_binary) {
+  const std::string light = (std::filesystem::path(koi_binary).parent_path() / "koi-exec").string();
+  if (::access(light.c_str(), X_OK) == 0) return {light};
+  return {koi_binary, "cluster", "exec"};
+}
+
 int run_join(const std::string& group, const std::vector<std::string>& argv) {
-  if (Status s = process::LimitGroup::join(group); !s.ok()) {
-    std::fprintf(stderr, "koi cluster join: %s\n", s.message().c_str());
+  if (Status s = LimitGroup::join(group); !s.ok()) {
+    std::fprintf(stderr, "koi-exec join: %s\n", s.message().c_str());
     return 127;
   }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   ::execvp(args[0], args.data());
-  std::fprintf(stderr, "koi cluster join: cannot run %s: %s\n", argv[0].c_str(), std::strerror(errno));
+  std::fprintf(stderr, "koi-exec join: cannot run %s: %s\n", argv[0].c_str(), std::strerror(errno));
   return 127;
 }
 
-}  // namespace koi::cluster
+}  // namespace koi::process

@@ -1,12 +1,14 @@
-// The replica wrapper behind `koi cluster exec --exit-file F --pid-file P [--memory-mib M]
-// [--cpu-milli C] -- ARGV...` (see local_executor.h): writes its own id ("pid:starttime")
+// The replica wrapper behind `koi-exec --exit-file F --pid-file P [--memory-mib M]
+// [--cpu-milli C] -- ARGV...` (src/koi-exec: a small binary of this module alone, so that
+// starting one costs about a millisecond; `koi cluster exec` runs the same code), which the
+// cluster's executors start for every replica: writes its own id ("pid:starttime")
 // to P, runs ARGV in this process's own group, passes the group's signals to it by ignoring
 // SIGTERM, SIGINT and SIGHUP itself, waits, and writes the exit record to F atomically.
 // Returns the command's shell exit code (127 if it could not start).
 //
 // Limits: with a memory or CPU limit the command runs in a process::LimitGroup of its own
 // (cgroups where this machine has them, process/limits.h): the wrapper starts
-// `koi cluster join --group G -- ARGV`, which enters the group and then execs ARGV, so
+// `<join_command> --group G -- ARGV` (`koi-exec join`), which enters the group and then execs ARGV, so
 // nothing of the command runs outside it; the wrapper itself stays outside, reads what the
 // group saw when the command ends (OOM kill, peak memory) and removes it.
 //
@@ -21,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace koi::cluster {
+namespace koi::process {
 
 struct ExitRecord {
   int code = 0;
@@ -42,10 +44,16 @@ struct WrapperOptions {
   int64_t memory_mib = 0;  // 0 = no limit
   int64_t cpu_milli = 0;   // 0 = no limit
   std::vector<std::string> argv;
+  // How this binary runs run_join (e.g. {"/proc/self/exe", "join"}); needed with limits.
+  std::vector<std::string> join_command;
 };
 
 int run_replica_wrapper(const WrapperOptions& options);
-// `koi cluster join`: enters the limit group `group`, then execs argv (returns only on error).
+// The wrapper's command for an executor that runs `koi_binary`: koi-exec beside it when it is
+// there (it starts in a fraction of the time: no engine, server or MPI libraries to load),
+// else `koi_binary cluster exec`. Flags and ARGV follow.
+std::vector<std::string> wrapper_command(const std::string& koi_binary);
+// The join helper: enters the limit group `group`, then execs argv (returns only on error).
 int run_join(const std::string& group, const std::vector<std::string>& argv);
 
-}  // namespace koi::cluster
+}  // namespace koi::process
