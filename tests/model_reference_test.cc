@@ -218,7 +218,7 @@ TEST_P(PerModel, KoiConvertGgufMatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
                          ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
                                            "qwen3_qknorm", "qwen3_tied", "gemma2_swa", "mistral_swa", "phi3_swa",
-                                           "gemma3_swa"));
+                                           "gemma3_swa", "gemma3_pattern6"));
 
 // Each Gemma 2 feature changes these logits: turning any one off in Koi puts it far outside
 // the tolerance, so the match above checks all of them, the window at positions past it

@@ -42,7 +42,7 @@ MODELS = {
     "phi3_swa": ("Phi3ForCausalLM", 64, 2, 4, 2, 96, 256, False, 10000.0, False, None, "F32"),
     # Phi-3 LongRoPE (as Phi-3-mini-128k): short and long factors around an original context of
     # 8 positions, a context of 256, so an attention factor of sqrt(1 + ln 32 / ln 8).
-    "phi3_longrope": ("Phi3ForCausalLM", 64, 2, 4, 4, 96, 256, False, 10000.0, False,
+    "phi3_longrope": ("Phi3ForCausalLM", 64, 2, 4, 4, 96, 288, False, 10000.0, False,
                       {"type": "longrope", "short_factor": [1.0 + 0.15 * i for i in range(8)],
                        "long_factor": [1.0 + 2.5 * i ** 1.5 for i in range(8)]}, "F32"),
     # Gemma 3 (text): four layers, the third global (sliding_window_pattern 3), a window of 6,
@@ -50,6 +50,11 @@ MODELS = {
     # soft-cap (Gemma 3 releases have none; the config field is honoured where present).
     "gemma3_swa": ("Gemma3ForCausalLM", 64, 4, 4, 2, 128, 288, True, 1e6, False, {"rope_type": "linear", "factor": 4.0},
                    "F32"),
+    # Gemma 3 as llama.cpp fixes it (pattern 6, local base 10000, query_pre_attn_scalar =
+    # head_dim, no soft-caps), so that llama.cpp can run Koi's GGUF of it too
+    # (bench/peer-llamacpp/arch_exactness); a window of 8.
+    "gemma3_pattern6": ("Gemma3ForCausalLM", 64, 6, 4, 2, 128, 288, True, 1e6, False,
+                        {"rope_type": "linear", "factor": 8.0}, "F32"),
 }
 
 # config.json fields beyond the common ones, per model.
@@ -66,6 +71,10 @@ EXTRA_CONFIG = {
                    "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
                    "rope_local_base_freq": 10000.0, "attn_logit_softcapping": None, "final_logit_softcapping": 12.0,
                    "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma3_text"},
+    "gemma3_pattern6": {"head_dim": 32, "query_pre_attn_scalar": 32, "sliding_window": 8, "sliding_window_pattern": 6,
+                        "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "rope_local_base_freq": 10000.0,
+                        "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                        "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma3_text"},
 }
 
 
