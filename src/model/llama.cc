@@ -234,8 +234,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
 // Plain causal layers (the default scale, no cap, no window: Llama, Qwen, Mistral without
 // windows) run the fused kernel (kernels/attention.h), with the batch's tokens handed over as
 // runs: maximal stretches of one sequence at consecutive positions (a prefill chunk, or one
-// decode token). The other layers (Gemma's caps and windows, Mistral's and Phi-3's windows) take attention_general(), the
-// per-(token, head) loop; the fused kernel does not take a cap or a window yet.
+// decode token). The other layers (Gemma's caps and windows, Mistral's and Phi-3's windows)
+// take attention_general(), the per-(token, head) loop; the fused kernel does not take a cap
+// or a window yet.
 void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
   const ModelConfig& c = config_;
   if (c.attn_scale > 0.0f || c.attn_softcap > 0.0f || c.window_of(layer) > 0) {

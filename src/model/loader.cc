@@ -534,25 +534,26 @@ Status longrope_from_hf(const json::object& o, const json::object& r, const std:
       out->push_back(static_cast<float>(f.to_number<double>()));
     }
   }
-  double scale = 1.0, original = c.max_seq_len;
+  double original = c.max_seq_len, scale = 1.0;
   const json::value* top = o.if_contains("original_max_position_embeddings");
   if (top != nullptr && top->is_number()) {
     original = top->to_number<double>();
     scale = c.max_seq_len / original;
-  } else if (const json::value* f = r.if_contains("factor"); f && f->is_number()) {
-    scale = f->to_number<double>();
-  }
-  if (const json::value* inner = r.if_contains("original_max_position_embeddings"); (top == nullptr || !top->is_number()) &&
-                                                                                      inner && inner->is_number()) {
-    original = inner->to_number<double>();
+  } else {
+    const json::value* inner = r.if_contains("original_max_position_embeddings");
+    if (inner != nullptr && inner->is_number()) original = inner->to_number<double>();
+    const json::value* factor = r.if_contains("factor");
+    if (factor != nullptr && factor->is_number()) scale = factor->to_number<double>();
   }
   if (!(original >= 1.0) || original != std::floor(original) || original > static_cast<double>(kMaxSetting)) {
     return Status::invalid_argument(fmt::format("{}: original_max_position_embeddings must be an integer from 1 to {}",
                                                 file_name, kMaxSetting));
   }
   c.rope_original_context = static_cast<int>(original);
-  c.rope_attn_factor = scale > 1.0 && original > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(original)))
-                                                     : 1.0f;
+  c.rope_attn_factor = 1.0f;
+  if (scale > 1.0 && original > 1.0) {
+    c.rope_attn_factor = static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(original)));
+  }
   if (const json::value* af = r.if_contains("attention_factor"); af && !af->is_null()) {
     if (!af->is_number()) {
       return Status::invalid_argument(file_name + ": rope_scaling.attention_factor must be a number, got " + json::serialize(*af));
