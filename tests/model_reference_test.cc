@@ -507,6 +507,8 @@ TEST_F(ModelReferenceTest, UnsupportedPhi3AndGemma3SettingsAreRefused) {
        "layers here, so sliding_attention there)"},
       {R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4,"hidden_activation":"relu"})",
        "x/config.json: hidden_activation \"relu\" is not supported; Gemma 3 runs with gelu_pytorch_tanh"},
+      {R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4,"use_bidirectional_attention":true})",
+       "x/config.json: use_bidirectional_attention is true; Koi runs causal decoders only"},
   };
   for (const auto& [text, message] : cases) {
     auto c = parse_hf_config(text, "x/config.json");

@@ -489,6 +489,10 @@ Status gemma_from_hf(const json::object& o, const std::string& file_name, ModelC
   c.sliding_window = 4096;
   KOI_RETURN_IF_ERROR(window_from_hf(o, file_name, c));
   if (gemma3) {
+    // EmbeddingGemma's encoder attends both ways; Koi runs causal decoders.
+    if (const json::value* b = o.if_contains("use_bidirectional_attention"); b && b->is_bool() && b->as_bool()) {
+      return Status::unsupported(file_name + ": use_bidirectional_attention is true; Koi runs causal decoders only");
+    }
     KOI_RETURN_IF_ERROR(optional_number(o, file_name, "rope_local_base_freq", &c.rope_local_theta));
     float pattern = static_cast<float>(c.sliding_pattern);
     KOI_RETURN_IF_ERROR(optional_number(o, file_name, "sliding_window_pattern", &pattern));
