@@ -1,20 +1,29 @@
 // The forward pass against an independent oracle: tiny random Llama-family models (Llama,
-// Llama 3 rope scaling, Mistral, Qwen2, Qwen3 with per-head Q/K norms, Gemma 2 with GeGLU,
-// post-norms, soft-caps and sliding-window layers) in Hugging Face format, made by tests/reference/tiny_models.py with Debian's PyTorch, whose
-// float64 logits are the reference. Koi must match them within 1e-4 relative error
+// Llama 3 rope scaling, Mistral with and without its sliding window, Qwen2, Qwen3 with
+// per-head Q/K norms, Gemma 2 with GeGLU, post-norms, soft-caps and sliding-window layers,
+// Gemma 3 with Q/K norms, a layer pattern and local/global rope, Phi-3 with fused tensors,
+// a window and LongRoPE) in Hugging Face format, made by tests/reference/tiny_models.py with
+// Debian's PyTorch, whose float64 logits are the reference. Koi must match them within 1e-4 relative error
 // (max |koi - ref| / max |ref| over each prompt's logits), loading the HF directory directly
 // and after conversion to GGUF at f32; q8_0 and q4_0 GGUF conversions must stay within the
-// tolerances stated below.
+// tolerances stated below. Windows are 5 or 6 positions, the longest prompt 35, so the sliding
+// layers are checked far past their window. Last, the engine serves each new architecture:
+// greedy tokens through the engine equal the model's own argmax path.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/file.h"
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "engine/llama_runner.h"
 #include "model/gguf.h"
 #include "model/gguf_export.h"
 #include "model/llama.h"
@@ -125,6 +134,26 @@ class ModelReferenceTest : public ::testing::Test {
     return worst;
   }
 
+  // The prompts of `ref` at `indices` (LongRoPE's factor set depends on the context, so its
+  // model is checked on the prompts each context can run).
+  static Reference subset(const Reference& ref, std::initializer_list<size_t> indices) {
+    Reference out;
+    for (size_t i : indices) {
+      out.prompts.push_back(ref.prompts[i]);
+      out.logits.push_back(ref.logits[i]);
+    }
+    return out;
+  }
+
+  // Loads the HF directory `name`, applies `change` to its config and returns the worst error.
+  static double error_with(const std::string& name, const Reference& ref, void (*change)(ModelConfig&)) {
+    auto loaded = load_hf_weights(path_join(dir_, name));
+    EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+    if (!loaded.ok()) return 0;
+    change(loaded->config);
+    return worst_error(std::move(*loaded), ref).max_rel;
+  }
+
   static std::string to_gguf(const std::string& model_dir, DType type) {
     auto loaded = load_hf_weights(model_dir);
     EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
@@ -188,7 +217,8 @@ TEST_P(PerModel, KoiConvertGgufMatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
                          ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
-                                           "qwen3_qknorm", "qwen3_tied", "gemma2_swa"));
+                                           "qwen3_qknorm", "qwen3_tied", "gemma2_swa", "mistral_swa", "phi3_swa",
+                                           "gemma3_swa", "gemma3_pattern6"));
 
 // Each Gemma 2 feature changes these logits: turning any one off in Koi puts it far outside
 // the tolerance, so the match above checks all of them, the window at positions past it
@@ -298,12 +328,270 @@ TEST_F(ModelReferenceTest, SlidingWindowIsRefused) {
   EXPECT_EQ(c.status().message(), "x/config.json: use_sliding_window is true; Koi does not run sliding-window attention");
 }
 
+// Each Gemma 3 feature changes these logits: turning any one off in Koi puts it far outside the
+// tolerance. The sliding layers (0, 1 and 3 of 4) see 6 positions of up to 35.
+TEST_F(ModelReferenceTest, Gemma3FeaturesEachMatter) {
+  const Reference ref = load_reference(path_join(dir_, "gemma3_swa"));
+  const std::vector<std::pair<const char*, void (*)(ModelConfig&)>> ablations = {
+      {"no sliding window", [](ModelConfig& c) { c.sliding_window = 0; }},
+      {"every layer sliding", [](ModelConfig& c) { c.sliding_pattern = 0; }},
+      {"Gemma 2's alternation", [](ModelConfig& c) { c.sliding_pattern = 2; }},
+      {"the global rope on local layers", [](ModelConfig& c) { c.rope_local_theta = 0; }},
+      {"no linear rope scaling", [](ModelConfig& c) { c.rope_scaling.enabled = false; }},
+      {"no q/k norms", [](ModelConfig& c) { c.qk_norm = false; }},
+      {"default attention scale", [](ModelConfig& c) { c.attn_scale = 0; }},
+      {"no final soft-cap", [](ModelConfig& c) { c.final_softcap = 0; }},
+      {"no embedding scale", [](ModelConfig& c) { c.embedding_scale = 1; }},
+      {"no post-norms", [](ModelConfig& c) { c.post_norms = false; }},
+      {"SwiGLU", [](ModelConfig& c) { c.ffn_activation = FfnActivation::kSilu; }},
+  };
+  for (const auto& [what, change] : ablations) {
+    const double err = error_with("gemma3_swa", ref, change);
+    EXPECT_GT(err, 1e-2) << what;
+    std::printf("gemma3 with %s: max relative error %.3g\n", what, err);
+  }
+}
+
+// Mistral's and Phi-3's windows (6 and 5 positions, every layer) make their logits.
+TEST_F(ModelReferenceTest, MistralAndPhi3WindowsMatter) {
+  for (const char* name : {"mistral_swa", "phi3_swa"}) {
+    const double err = error_with(name, load_reference(path_join(dir_, name)), [](ModelConfig& c) { c.sliding_window = 0; });
+    EXPECT_GT(err, 1e-2) << name;
+    std::printf("%s without its window: max relative error %.3g\n", name, err);
+  }
+}
+
+// Phi-3 LongRoPE: Koi picks the factor set by its context, as llama.cpp does; transformers
+// picks it by the length of the sequence in each forward pass. The two agree on every
+// sequence when the context is the original one (8 here: the short factors, prompts of 1-7
+// tokens) and on sequences longer than it in the full context (256: the long factors, the
+// 35-token prompt), from the HF directory and from GGUF; the attention factor and the choice
+// of set each matter.
+TEST_F(ModelReferenceTest, Phi3LongRopeMatchesOnEachSideOfTheOriginalContext) {
+  const std::string d = path_join(dir_, "phi3_longrope");
+  const Reference ref = load_reference(d);
+  const Reference short_prompts = subset(ref, {0, 1, 2}), long_prompt = subset(ref, {3});
+  ASSERT_EQ(long_prompt.prompts[0].size(), 35u);
+  const std::string gguf = to_gguf(d, DType::kF32);
+  for (bool from_gguf : {false, true}) {
+    for (bool original_context : {false, true}) {
+      auto loaded = from_gguf ? load_gguf_weights(gguf) : load_hf_weights(d);
+      ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+      EXPECT_EQ(loaded->config.rope_original_context, 8);
+      EXPECT_NEAR(loaded->config.rope_attn_factor, std::sqrt(1 + std::log(32.0) / std::log(8.0)), 1e-6);
+      if (original_context) loaded->config.max_seq_len = 8;
+      const double err = worst_error(std::move(*loaded), original_context ? short_prompts : long_prompt).max_rel;
+      EXPECT_LT(err, kF32Tolerance) << (from_gguf ? "gguf" : "hf") << (original_context ? " context 8" : " context 256");
+      std::printf("phi3 longrope %s, context %d: max relative error %.3g\n", from_gguf ? "gguf" : "hf",
+                  original_context ? 8 : 256, err);
+    }
+  }
+  const std::vector<std::tuple<const char*, const Reference*, void (*)(ModelConfig&)>> ablations = {
+      {"no attention factor", &long_prompt, [](ModelConfig& c) { c.rope_attn_factor = 1; }},
+      {"short factors past the original context", &long_prompt,
+       [](ModelConfig& c) { c.rope_factors_long = c.rope_factors_short; }},
+      {"long factors within the original context", &short_prompts, [](ModelConfig& c) {
+         c.max_seq_len = 8;
+         c.rope_factors_short = c.rope_factors_long;
+       }},
+  };
+  for (const auto& [what, r, change] : ablations) {
+    const double err = error_with("phi3_longrope", *r, change);
+    EXPECT_GT(err, 1e-2) << what;
+    std::printf("phi3 longrope with %s: max relative error %.3g\n", what, err);
+  }
+}
+
+// The GGUF Koi writes for Phi-3 has llama.cpp's phi3 layout: Q/K/V fused in attn_qkv, gate and
+// up in ffn_up (gate rows first), LongRoPE as rope_factors_long / rope_factors_short with its
+// attention factor and original context, the window under phi3.attention.sliding_window.
+TEST_F(ModelReferenceTest, Phi3GgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "phi3_swa"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_EQ(*file->get_string("general.architecture"), "phi3");
+  EXPECT_EQ(*file->get_int("phi3.attention.sliding_window"), 5);
+  const GgufTensorInfo* qkv = file->find_tensor("blk.1.attn_qkv.weight");
+  const GgufTensorInfo* up = file->find_tensor("blk.1.ffn_up.weight");
+  ASSERT_TRUE(qkv != nullptr && up != nullptr);
+  EXPECT_EQ(qkv->view.shape_string(), "[64, 128]");  // q 64 + k 32 + v 32 rows
+  EXPECT_EQ(up->view.shape_string(), "[64, 192]");   // gate 96 + up 96 rows
+  for (const char* absent : {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.ffn_gate.weight"}) {
+    EXPECT_EQ(file->find_tensor(absent), nullptr) << absent;
+  }
+  auto longrope = GgufFile::open(to_gguf(path_join(dir_, "phi3_longrope"), DType::kF32));
+  ASSERT_TRUE(longrope.ok()) << longrope.status().to_string();
+  const GgufTensorInfo* long_factors = longrope->find_tensor("rope_factors_long.weight");
+  ASSERT_NE(long_factors, nullptr);
+  ASSERT_NE(longrope->find_tensor("rope_factors_short.weight"), nullptr);
+  EXPECT_EQ(long_factors->view.ne[0], 8);
+  EXPECT_FLOAT_EQ(long_factors->view.f32()[1], 3.5f);  // 1 + 2.5 * 1^1.5
+  EXPECT_EQ(*longrope->get_int("phi3.rope.scaling.original_context_length"), 8);
+  EXPECT_NEAR(*longrope->get_float("phi3.rope.scaling.attn_factor"), std::sqrt(1 + std::log(32.0) / std::log(8.0)), 1e-6);
+  EXPECT_FALSE(longrope->has("phi3.attention.sliding_window"));  // null in config.json
+}
+
+// The GGUF Koi writes for Gemma 3 has llama.cpp's gemma3 keys and names, norms holding 1 + w
+// (q/k norms too), linear rope scaling as keys, and keys for the pattern where it is not
+// llama.cpp's fixed 6; the local base 10000 is llama.cpp's, so no key.
+TEST_F(ModelReferenceTest, Gemma3GgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "gemma3_swa"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_EQ(*file->get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(*file->get_int("gemma3.attention.sliding_window"), 6);
+  EXPECT_EQ(*file->get_int("gemma3.attention.sliding_window_pattern"), 3);
+  EXPECT_EQ(*file->get_int("gemma3.attention.key_length"), 32);
+  EXPECT_EQ(*file->get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_FLOAT_EQ(*file->get_float("gemma3.rope.scaling.factor"), 4.0f);
+  EXPECT_FLOAT_EQ(*file->get_float("gemma3.final_logit_softcapping"), 12.0f);
+  EXPECT_FALSE(file->has("gemma3.attn_logit_softcapping"));
+  EXPECT_FALSE(file->has("gemma3.rope.freq_base_swa"));
+  EXPECT_EQ(file->find_tensor("rope_freqs.weight"), nullptr);
+  for (const char* name : {"blk.3.attn_q_norm.weight", "blk.3.attn_k_norm.weight", "blk.3.post_ffw_norm.weight"}) {
+    const GgufTensorInfo* t = file->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    double mean = 0;
+    for (int64_t i = 0; i < t->view.ne[0]; ++i) mean += t->view.f32()[i] / t->view.ne[0];
+    EXPECT_NEAR(mean, 1.0, 0.2) << name << " holds 1 + w";  // w ~ N(0, 0.3^2)
+  }
+}
+
+// Mistral keeps GGUF architecture llama; its window goes under llama.attention.sliding_window
+// (llama.cpp's key name for other architectures; llama.cpp's llama reads none).
+TEST_F(ModelReferenceTest, MistralGgufKeepsItsWindow) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "mistral_swa"), DType::kF32));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_EQ(*file->get_string("general.architecture"), "llama");
+  EXPECT_EQ(*file->get_int("llama.attention.sliding_window"), 6);
+  auto loaded = load_gguf_weights(file->path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->config.window_of(0), 6);
+  EXPECT_EQ(loaded->config.window_of(1), 6);
+}
+
+// Phi-3's fused tensors are checked against the config before they are split: here the
+// config says an intermediate size of 48, the file's gate_up_proj holds 2 x 96 rows.
+TEST_F(ModelReferenceTest, Phi3FusedTensorOfTheWrongShapeIsAClearError) {
+  const std::string d = path_join(dir_, "phi3_swa"), bad = d + "_bad_ffn";
+  auto config = read_file(path_join(d, "config.json"));
+  auto weights = read_file(path_join(d, "model.safetensors"));
+  ASSERT_TRUE(config.ok() && weights.ok());
+  auto c = parse_hf_config(*config, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->window_of(0), 5);
+  EXPECT_EQ(c->window_of(1), 5);
+  boost::json::object o = boost::json::parse(*config).as_object();
+  o["intermediate_size"] = 48;
+  ASSERT_EQ(std::system(("mkdir -p " + bad).c_str()), 0);
+  ASSERT_TRUE(write_file_atomic(path_join(bad, "config.json"), boost::json::serialize(o)).ok());
+  ASSERT_TRUE(write_file_atomic(path_join(bad, "model.safetensors"), *weights).ok());
+  auto loaded = load_hf_weights(bad);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().message(), bad + ": tensor model.layers.0.mlp.gate_up_proj.weight has shape [64, 192] but the "
+                                             "config implies [64, 96] (hidden size, 2 intermediate size)");
+}
+
+TEST_F(ModelReferenceTest, UnsupportedPhi3AndGemma3SettingsAreRefused) {
+  const std::string base = R"("hidden_size":8,"num_hidden_layers":3,"num_attention_heads":2,"intermediate_size":16,
+      "vocab_size":10,)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"architectures":["Phi3ForCausalLM"],)" + base + R"("partial_rotary_factor":0.75})",
+       "x/config.json: partial_rotary_factor 7.5E-1 is not supported; Koi rotates whole heads (1.0)"},
+      {R"({"architectures":["Phi3ForCausalLM"],)" + base + R"("rope_scaling":{"type":"longrope","short_factor":[1],
+          "long_factor":[1,2]}})",
+       "x/config.json: rope_scaling.short_factor must be a list of head_dim/2 = 2 numbers"},
+      {R"({"architectures":["Phi3ForCausalLM"],)" + base + R"("rope_scaling":{"type":"yarn","factor":4}})",
+       "x/config.json: rope_scaling type 'yarn' is not supported (Koi runs llama3, linear and longrope)"},
+      {R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4,
+          "layer_types":["sliding_attention","full_attention","full_attention"]})",
+       "x/config.json: layer_types[2] is \"full_attention\"; Koi runs sliding layers in a repeating pattern (of 2 "
+       "layers here, so sliding_attention there)"},
+      {R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4,"hidden_activation":"relu"})",
+       "x/config.json: hidden_activation \"relu\" is not supported; Gemma 3 runs with gelu_pytorch_tanh"},
+      {R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4,"use_bidirectional_attention":true})",
+       "x/config.json: use_bidirectional_attention is true; Koi runs causal decoders only"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto c = parse_hf_config(text, "x/config.json");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().message(), message);
+  }
+  // Gemma 3 defaults (transformers' Gemma3TextConfig): no soft-caps, five local layers to one
+  // global, local rope base 10000.
+  auto c = parse_hf_config(R"({"architectures":["Gemma3ForCausalLM"],)" + base + R"("head_dim":4})", "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->attn_softcap, 0.0f);
+  EXPECT_EQ(c->final_softcap, 0.0f);
+  EXPECT_EQ(c->sliding_pattern, 6);
+  EXPECT_EQ(c->rope_local_theta, 10000.0f);
+  EXPECT_TRUE(c->qk_norm);
+}
+
+// The engine serves each new architecture: greedy tokens through the engine (paged KV,
+// chunked prefill under an 8-token budget, two requests batched) equal the model's own
+// argmax path (each step recomputes the whole sequence in a fresh cache). Prompt plus output
+// run to 30 tokens, past every window.
+TEST_F(ModelReferenceTest, EngineGreedyEqualsTheArgmaxPath) {
+  constexpr int kBlockSize = 4, kBlocks = 32, kNewTokens = 18;
+  for (const char* name : {"mistral_swa", "phi3_swa", "phi3_longrope", "gemma3_swa"}) {
+    auto loaded = load_hf_weights(path_join(dir_, name));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    LlamaModel model(loaded->config, std::move(loaded->weights));
+    const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 200, 17, 3, 44, 12, 8, 90, 31, 7},
+                                                       {2, 40, 41, 42, 43, 100, 101, 102}};
+    std::vector<std::vector<int32_t>> argmax_path;
+    ThreadPool pool(2);
+    for (const auto& prompt : prompts) {
+      std::vector<int32_t> ids = prompt, out;
+      for (int step = 0; step < kNewTokens; ++step) {
+        KvCache kv(model.kv_shape(kBlocks, kBlockSize));
+        ForwardBatch batch;
+        std::vector<int32_t> table;
+        for (int b = 0; b < kBlocks; ++b) table.push_back(b);
+        batch.sequences.push_back({table});
+        for (size_t i = 0; i < ids.size(); ++i) {
+          batch.token_ids.push_back(ids[i]);
+          batch.positions.push_back(static_cast<int32_t>(i));
+          batch.seq_index.push_back(0);
+        }
+        batch.logit_indices.push_back(static_cast<int32_t>(ids.size()) - 1);
+        std::vector<float> logits(model.config().n_vocab);
+        ASSERT_TRUE(model.forward(batch, kv, logits.data(), &pool).ok());
+        const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        ids.push_back(next);
+        out.push_back(next);
+      }
+      argmax_path.push_back(out);
+    }
+    engine::LlamaRunner runner(model, kBlocks, kBlockSize, 2);
+    engine::EngineConfig ec;
+    ec.block_size = kBlockSize;
+    ec.num_kv_blocks = kBlocks;
+    ec.max_num_batched_tokens = 8;
+    engine::Engine eng(ec, runner);
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      engine::RequestSpec spec{"r" + std::to_string(r), prompts[r], engine::test_util::greedy(kNewTokens)};
+      ASSERT_TRUE(eng.add_request(spec).ok());
+    }
+    std::vector<std::vector<int32_t>> served(prompts.size());
+    while (eng.has_unfinished()) {
+      auto outputs = eng.step();
+      ASSERT_TRUE(outputs.ok()) << outputs.status().to_string();
+      for (const engine::RequestOutput& o : *outputs) {
+        auto& t = served[std::stoi(o.request_id.substr(1))];
+        t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+      }
+    }
+    for (size_t r = 0; r < prompts.size(); ++r) EXPECT_EQ(served[r], argmax_path[r]) << name << " request " << r;
+  }
+}
+
 TEST_F(ModelReferenceTest, UnsupportedArchitectureIsAClearError) {
   auto c = parse_hf_config(R"({"architectures":["GPT2LMHeadModel"],"hidden_size":8})", "x/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "x/config.json: architecture 'GPT2LMHeadModel' is not supported; Koi runs LlamaForCausalLM, "
-            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Gemma2ForCausalLM");
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) and "
+            "Phi3ForCausalLM");
 }
 
 TEST_F(ModelReferenceTest, MissingFieldIsAClearError) {

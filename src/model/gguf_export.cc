@@ -45,6 +45,54 @@ std::vector<float> to_f32(const TensorView& t) {
   return out;
 }
 
+// The rows of `parts` (matrices of one row length) one after another, in f32: Phi-3's fused
+// attn_qkv (Q, K, V) and ffn_up (gate, up).
+std::vector<float> concat_rows(std::initializer_list<const TensorView*> parts) {
+  std::vector<float> out;
+  for (const TensorView* t : parts) {
+    std::vector<float> rows = to_f32(*t);
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  return out;
+}
+
+// The settings of each architecture beyond the common keys (llama.cpp's names). Gemma: the
+// soft-caps, the window, and keys for what llama.cpp fixes but Koi's file differs in (the
+// attention scale; Gemma 3's layer pattern 6 and local rope base 10000). Mistral (llama) and
+// Phi-3: the window on every layer.
+Status add_arch_settings(const ModelConfig& c, GgufWriter& writer) {
+  const std::string& a = c.arch;
+  if (c.rope_local_theta > 0 && a != "gemma3") {
+    return Status::unsupported("export: GGUF " + a + " has no separate rope base for sliding-window layers");
+  }
+  if (a == "gemma2" || a == "gemma3") {
+    if (c.attn_softcap > 0) writer.set_f32(a + ".attn_logit_softcapping", c.attn_softcap);
+    if (c.final_softcap > 0) writer.set_f32(a + ".final_logit_softcapping", c.final_softcap);
+    if (c.sliding_window > 0) writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+    // llama.cpp scales queries by 1/sqrt(head_dim); a different scale is kept for Koi.
+    if (c.attention_scale() != 1.0f / std::sqrt(static_cast<float>(c.head_dim))) {
+      writer.set_f32(a + ".attention.scale", c.attention_scale());
+    }
+  }
+  if (a == "gemma2" && c.sliding_pattern != 2 && c.sliding_window > 0) {
+    return Status::unsupported("export: GGUF gemma2 alternates sliding and global layers (pattern 2)");
+  }
+  if (a == "gemma3") {
+    if (c.sliding_pattern != 6) {
+      writer.set_u32("gemma3.attention.sliding_window_pattern", static_cast<uint32_t>(c.sliding_pattern));
+    }
+    const float local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
+    if (local_theta != 10000.0f) writer.set_f32("gemma3.rope.freq_base_swa", local_theta);
+  }
+  if (a != "gemma2" && a != "gemma3" && c.sliding_window > 0) {
+    if (c.sliding_pattern != 0 || (a != "llama" && a != "phi3")) {
+      return Status::unsupported("export: GGUF " + a + " has no sliding-window layers in a pattern");
+    }
+    writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 std::optional<ExportType> ExportType::from_name(std::string_view name) {
@@ -75,6 +123,8 @@ DType ExportType::tensor_type(std::string_view tensor, int64_t row_length, int n
     } else if (layer >= 0 && (tensor.ends_with(".attn_v.weight") || tensor.ends_with(".ffn_down.weight")) &&
                use_more_bits(layer, n_layers)) {
       t = DType::kQ6_K;
+    } else if (tensor.ends_with(".attn_qkv.weight")) {  // fused Q/K/V (Phi-3): one step up
+      t = mix == Mix::kQ4_K_M ? DType::kQ5_K : DType::kQ6_K;
     }
   }
   if (row_length % dtype_block_size(t) != 0 && dtype_is_kquant(t)) t = DType::kQ8_0;
@@ -116,15 +166,7 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
   writer.set_f32(a + ".rope.freq_base", c.rope_theta);
   writer.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   writer.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.n_vocab));
-  if (a == "gemma2") {
-    if (c.attn_softcap > 0) writer.set_f32("gemma2.attn_logit_softcapping", c.attn_softcap);
-    if (c.final_softcap > 0) writer.set_f32("gemma2.final_logit_softcapping", c.final_softcap);
-    if (c.sliding_window > 0) writer.set_u32("gemma2.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-    // llama.cpp scales queries by 1/sqrt(head_dim); a different scale is kept for Koi.
-    if (c.attention_scale() != 1.0f / std::sqrt(static_cast<float>(c.head_dim))) {
-      writer.set_f32("gemma2.attention.scale", c.attention_scale());
-    }
-  }
+  KOI_RETURN_IF_ERROR(add_arch_settings(c, writer));
   if (c.head_dim * c.n_heads != c.dim) {
     writer.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     writer.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
@@ -135,11 +177,8 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
   if (a != "llama" && c.rope_style != kernels::RopeStyle::kNeox) {
     return Status::unsupported("export: a " + a + " model with interleaved rope cannot be written as GGUF " + a);
   }
-  if (c.qk_norm != (a == "qwen3")) {
+  if (c.qk_norm != (a == "qwen3" || a == "gemma3")) {
     return Status::unsupported("export: GGUF " + a + (c.qk_norm ? " has no" : " needs") + " per-head Q/K norms");
-  }
-  if (a == "gemma2" && (c.sliding_pattern != 2 && c.sliding_window > 0)) {
-    return Status::unsupported("export: GGUF gemma2 alternates sliding and global layers (pattern 2)");
   }
 
   ExportStats stats;
@@ -165,20 +204,41 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     writer.add_tensor(name, type, std::move(ne), std::move(bytes));
   };
 
+  auto add_vector = [&](const std::string& name, const std::vector<float>& v) {
+    add(name, make_view(DType::kF32, {static_cast<int64_t>(v.size())}, v.data()), false, 0);
+  };
+  // Phi-3's fused matrices: [dim, rows] in f32, then typed like any matrix.
+  auto add_fused = [&](const std::string& name, std::initializer_list<const TensorView*> parts) {
+    std::vector<float> rows = concat_rows(parts);
+    const int64_t width = (*parts.begin())->ne[0];
+    add(name, make_view(DType::kF32, {width, static_cast<int64_t>(rows.size()) / width}, rows.data()), true, 0);
+  };
+
   add("token_embd.weight", w.token_embd, true, 0);
   add("output_norm.weight", w.output_norm, false, 0);
   if (!c.tied_embeddings) add("output.weight", w.output, true, 0);
-  std::vector<float> factors = c.rope_freq_factors();
-  if (!factors.empty()) {
-    add("rope_freqs.weight", make_view(DType::kF32, {static_cast<int64_t>(factors.size())}, factors.data()), false, 0);
+  if (!c.rope_factors_long.empty()) {  // LongRoPE, as llama.cpp's phi3 reads it
+    add_vector("rope_factors_long.weight", c.rope_factors_long);
+    add_vector("rope_factors_short.weight", c.rope_factors_short);
+    writer.set_f32(a + ".rope.scaling.attn_factor", c.rope_attn_factor);
+    writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.rope_original_context));
+  } else if (c.rope_factors.empty() && c.rope_scaling.enabled && c.rope_scaling.type == RopeScaling::Type::kLinear) {
+    writer.set_string(a + ".rope.scaling.type", "linear");
+    writer.set_f32(a + ".rope.scaling.factor", c.rope_scaling.factor);
+  } else if (std::vector<float> factors = c.rope_freq_factors(); !factors.empty()) {
+    add_vector("rope_freqs.weight", factors);
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", L.attn_norm, false, 0);
-    add(p + "attn_q.weight", L.wq, true, permute_qk ? c.n_heads : 0);
-    add(p + "attn_k.weight", L.wk, true, permute_qk ? c.n_kv_heads : 0);
-    add(p + "attn_v.weight", L.wv, true, 0);
+    if (a == "phi3") {
+      add_fused(p + "attn_qkv.weight", {&L.wq, &L.wk, &L.wv});
+    } else {
+      add(p + "attn_q.weight", L.wq, true, permute_qk ? c.n_heads : 0);
+      add(p + "attn_k.weight", L.wk, true, permute_qk ? c.n_kv_heads : 0);
+      add(p + "attn_v.weight", L.wv, true, 0);
+    }
     add(p + "attn_output.weight", L.wo, true, 0);
     add(p + "attn_q.bias", L.bq, false, permute_qk ? c.n_heads : 0);
     add(p + "attn_k.bias", L.bk, false, permute_qk ? c.n_kv_heads : 0);
@@ -188,8 +248,12 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     add(p + "post_attention_norm.weight", L.attn_post_norm, false, 0);
     add(p + "ffn_norm.weight", L.ffn_norm, false, 0);
     add(p + "post_ffw_norm.weight", L.ffn_post_norm, false, 0);
-    add(p + "ffn_gate.weight", L.w_gate, true, 0);
-    add(p + "ffn_up.weight", L.w_up, true, 0);
+    if (a == "phi3") {
+      add_fused(p + "ffn_up.weight", {&L.w_gate, &L.w_up});
+    } else {
+      add(p + "ffn_gate.weight", L.w_gate, true, 0);
+      add(p + "ffn_up.weight", L.w_up, true, 0);
+    }
     add(p + "ffn_down.weight", L.w_down, true, 0);
   }
   return stats;

@@ -1,7 +1,8 @@
 // Export of a loaded model (any source format) into GGUF metadata and tensors, in the
 // layout llama.cpp uses: architecture "llama" (Llama, Mistral, SmolLM, TinyLlama, llama2.c
-// imports) stores Q/K rows permuted for interleaved rope; "qwen2" keeps the Hugging Face
-// (neox) order. Matrices are converted to the requested weight type (one type for all, or
+// imports) stores Q/K rows permuted for interleaved rope; "qwen2", "qwen3", "gemma2",
+// "gemma3" and "phi3" keep the Hugging Face (neox) order; "phi3" fuses Q/K/V into attn_qkv
+// and gate/up into ffn_up. Matrices are converted to the requested weight type (one type for all, or
 // one of llama.cpp's K-quant mixes, see ExportType); norms and biases stay f32. Rows that do not
 // divide into the type's blocks fall back (ExportType::tensor_type). Tokenizer metadata is
 // added separately (tokenizer::spec_to_gguf).
@@ -24,6 +25,7 @@ namespace koi::model {
 //   - output.weight (token_embd.weight when the embeddings are tied): q6_K;
 //   - attn_v.weight and ffn_down.weight of layer i of n: q6_K where use_more_bits(i, n), that is
 //     i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2;
+//   - Phi-3's fused attn_qkv.weight: q5_K (q4_k_m) or q6_K (q5_k_m);
 //   - every other matrix (token_embd included): q4_K (q4_k_m) or q5_K (q5_k_m).
 // llama.cpp's rules for 70B models (attn_v q5_K) and for 8 experts do not apply to the models
 // Koi exports. With a K-quant type alone (q4_k, q5_k, q6_k) every matrix takes that type, as

@@ -53,6 +53,9 @@ TEST(ExportType, MixesFollowLlamaCpp) {
       }
     }
   }
+  // Phi-3's fused Q/K/V goes one step up, as llama.cpp's llama_tensor_get_type has it.
+  EXPECT_EQ(ExportType(DType::kQ4_K, Mix::kQ4_K_M).tensor_type("blk.3.attn_qkv.weight", 3072, 32, true), DType::kQ5_K);
+  EXPECT_EQ(ExportType(DType::kQ5_K, Mix::kQ5_K_M).tensor_type("blk.3.attn_qkv.weight", 3072, 32, true), DType::kQ6_K);
   // A plain K-quant type is every matrix's type.
   EXPECT_EQ(ExportType(DType::kQ4_K).tensor_type("output.weight", 2048, 22, true), DType::kQ4_K);
   EXPECT_EQ(ExportType(DType::kQ4_K).tensor_type("blk.0.attn_v.weight", 2048, 22, true), DType::kQ4_K);

@@ -92,7 +92,9 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
 }
 
 LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
-    : config_(std::move(config)), weights_(std::move(weights)), inv_freq_(config_.rope_inv_freq()) {}
+    : config_(std::move(config)), weights_(std::move(weights)) {
+  for (int layer = 0; layer < config_.n_layers; ++layer) inv_freq_.push_back(config_.rope_inv_freq_of(layer));
+}
 
 KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size) const {
   KvCacheShape s;
@@ -177,10 +179,16 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       per_head_rmsnorm(q_.data(), L.attn_q_norm, T, c.n_heads, c.head_dim, c.norm_eps);
       per_head_rmsnorm(k_.data(), L.attn_k_norm, T, c.n_kv_heads, c.head_dim, c.norm_eps);
     }
+    // LongRoPE's attention factor multiplies cos and sin of q and k, so q.k by its square.
+    const float q_factor = c.rope_attn_factor * c.rope_attn_factor;
+    const float* inv_freq = inv_freq_[layer].data();
     for (int64_t t = 0; t < T; ++t) {
       const int32_t pos = batch.positions[t];
-      kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-      kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
+      kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq, c.rope_style);
+      kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq, c.rope_style);
+      if (q_factor != 1.0f) {
+        for (int64_t i = 0; i < qd; ++i) q_[t * qd + i] *= q_factor;
+      }
       const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
       const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
       std::copy_n(k_.data() + t * kvd, kvd, kv.k(layer, slot));
@@ -226,8 +234,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
 // Plain causal layers (the default scale, no cap, no window: Llama, Qwen, Mistral without
 // windows) run the fused kernel (kernels/attention.h), with the batch's tokens handed over as
 // runs: maximal stretches of one sequence at consecutive positions (a prefill chunk, or one
-// decode token). The other layers (Gemma 2's caps and windows) take attention_general(), the
-// per-(token, head) loop; the fused kernel does not take a cap or a window yet.
+// decode token). The other layers (Gemma's caps and windows, Mistral's and Phi-3's windows)
+// take attention_general(), the per-(token, head) loop; the fused kernel does not take a cap
+// or a window yet.
 void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool) {
   const ModelConfig& c = config_;
   if (c.attn_scale > 0.0f || c.attn_softcap > 0.0f || c.window_of(layer) > 0) {

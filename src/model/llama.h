@@ -1,5 +1,5 @@
 // LlamaModel: the forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, Qwen3,
-// SmolLM, TinyLlama) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
+// Gemma 2/3, Phi-3, SmolLM, TinyLlama) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
 //
 // forward() runs one ForwardBatch (any mix of prefill chunks and decode tokens from many
 // sequences) over a paged KvCache and writes the logits of the requested tokens. A token's
@@ -43,7 +43,7 @@ class LlamaModel {
 
   ModelConfig config_;
   ModelWeights weights_;
-  std::vector<float> inv_freq_;
+  std::vector<std::vector<float>> inv_freq_;  // per layer (Gemma 3's local layers rotate apart)
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())

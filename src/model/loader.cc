@@ -98,10 +98,10 @@ constexpr LayerTensor kLayerTensors[] = {
     {&LayerWeights::w_down, {"ffn_down.weight", "mlp.down_proj.weight"}},
 };
 
-// The Hugging Face name of a layer tensor, or nullptr when the architecture has none. Gemma 2
+// The Hugging Face name of a layer tensor, or nullptr when the architecture has none. Gemma
 // calls its attention post-norm post_attention_layernorm, the name Llama gives the FFN norm.
 const char* hf_layer_name(const ModelConfig& config, const LayerTensor& t) {
-  if (config.arch == "gemma2") {
+  if (config.arch == "gemma2" || config.arch == "gemma3") {
     if (t.member == &LayerWeights::ffn_norm) return "pre_feedforward_layernorm.weight";
     if (t.member == &LayerWeights::attn_post_norm) return "post_attention_layernorm.weight";
   } else if (t.member == &LayerWeights::ffn_post_norm) {
@@ -125,6 +125,49 @@ void fill_views(const ModelConfig& config, bool hf, Get&& get, ModelWeights& w) 
       if (name != nullptr) w.layers[l].*t.member = get(prefix + name);
     }
   }
+}
+
+// Rows [first, first + count) of the matrix t (its rows run along ne[1]): a view into the
+// same storage, whatever the type (blocks never cross rows).
+TensorView row_slice(const TensorView& t, int64_t first, int64_t count) {
+  TensorView s = t;
+  s.data = t.row(first);
+  s.ne[1] = count;
+  return s;
+}
+
+// Phi-3 stores Q, K and V as one matrix (attn_qkv / qkv_proj: Q rows, then K, then V) and the
+// FFN gate and up as one (ffn_up / gate_up_proj: gate rows, then up), as llama.cpp's phi3
+// architecture reads them; Koi splits each into views of the usual tensors. A GGUF file with
+// separate attn_q/attn_k/attn_v keeps them.
+template <typename Get>
+Status split_fused_tensors(const ModelConfig& c, bool hf, Get&& get, ModelWeights& w) {
+  if (c.arch != "phi3") return ok_status();
+  auto fused = [&](const std::string& name, int64_t rows, const char* what) -> Result<TensorView> {
+    TensorView t = get(name);
+    if (t.data == nullptr) return Status::corrupt("tensor " + name + " is missing");
+    if (t.n_dims != 2 || t.ne[0] != c.dim || t.ne[1] != rows) {
+      return Status::corrupt(fmt::format("tensor {} has shape {} but the config implies [{}, {}] (hidden size, {})", name,
+                                         t.shape_string(), c.dim, rows, what));
+    }
+    return t;
+  };
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& L = w.layers[l];
+    const std::string prefix = (hf ? "model.layers." : "blk.") + std::to_string(l) + ".";
+    if (hf || L.wq.data == nullptr) {
+      KOI_ASSIGN_OR_RETURN(TensorView qkv, fused(prefix + (hf ? "self_attn.qkv_proj.weight" : "attn_qkv.weight"),
+                                                 c.q_dim() + 2LL * c.kv_dim(), "q_dim + 2 kv_dim"));
+      L.wq = row_slice(qkv, 0, c.q_dim());
+      L.wk = row_slice(qkv, c.q_dim(), c.kv_dim());
+      L.wv = row_slice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    }
+    KOI_ASSIGN_OR_RETURN(TensorView gate_up, fused(prefix + (hf ? "mlp.gate_up_proj.weight" : "ffn_up.weight"),
+                                                   2LL * c.ffn_dim, "2 intermediate size"));
+    L.w_gate = row_slice(gate_up, 0, c.ffn_dim);
+    L.w_up = row_slice(gate_up, c.ffn_dim, c.ffn_dim);
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -164,36 +207,104 @@ Result<LoadedWeights> load_weights(const std::string& path) {
   return Status::invalid_argument(path + ": not a model file Koi recognises (expected GGUF or a Hugging Face directory)");
 }
 
-// The parts of Gemma 2 that every file implies: GeGLU, post-norms, sqrt(dim) embedding
-// scale, every other layer (the even ones) on the sliding window.
-void set_gemma2_defaults(ModelConfig& c) {
+// The parts of Gemma 2 and 3 that every file implies: GeGLU, post-norms, sqrt(dim) embedding
+// scale; Gemma 2 puts every other layer (the even ones) on the sliding window, Gemma 3 five
+// of every six, and adds per-head Q/K norms and a rope base of its own for its local layers
+// (10000 unless the file says otherwise).
+void set_gemma_defaults(ModelConfig& c) {
   c.post_norms = true;
   c.ffn_activation = FfnActivation::kGeluTanh;
   c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
   c.sliding_pattern = 2;
+  if (c.arch == "gemma3") {
+    c.sliding_pattern = 6;
+    c.qk_norm = true;
+    c.rope_local_theta = 10000.0f;
+  }
 }
 
 // ---- GGUF -------------------------------------------------------------------------------
 
-// Gemma 2's settings in llama.cpp's keys. The attention scale has no gemma2 key in llama.cpp,
-// which uses 1/sqrt(head_dim), or 1/sqrt(dim / heads) for the 46-layer 27B model (its
-// query_pre_attn_scalar); Koi does the same unless the file has "gemma2.attention.scale",
-// which Koi writes for other scales.
-Status gemma2_from_gguf(const GgufFile& g, ModelConfig& c) {
+// "<arch>.attention.sliding_window", where the file has it (llama.cpp's key; Koi writes it for
+// Mistral's llama files too, where llama.cpp ignores it).
+Status window_from_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
+  const std::string key = arch + ".attention.sliding_window";
+  if (!g.has(key)) return ok_status();
+  KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int(key));
+  KOI_ASSIGN_OR_RETURN(c.sliding_window, setting(g.path(), key, v, 0));
+  return ok_status();
+}
+
+// Gemma 2's and 3's settings in llama.cpp's keys. The attention scale has no key llama.cpp
+// reads for them: it uses 1/sqrt(head_dim), or 1/sqrt(dim / heads) for the 27B models (46
+// layers of Gemma 2, 62 of Gemma 3: their query_pre_attn_scalar); Koi does the same unless
+// the file has "<arch>.attention.scale", which Koi writes for other scales. Gemma 3's layer
+// pattern (6) and local rope base (10000) are fixed in llama.cpp; Koi reads
+// "gemma3.attention.sliding_window_pattern" and "gemma3.rope.freq_base_swa" where a file has
+// them (Koi writes them only for other values).
+Status gemma_from_gguf(const GgufFile& g, ModelConfig& c) {
   const std::string& file = g.path();
-  set_gemma2_defaults(c);
-  if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
-  for (auto [key, out] : {std::pair{"gemma2.attn_logit_softcapping", &c.attn_softcap},
-                          std::pair{"gemma2.final_logit_softcapping", &c.final_softcap},
-                          std::pair{"gemma2.attention.scale", &c.attn_scale}}) {
+  const std::string& a = c.arch;
+  set_gemma_defaults(c);
+  if (c.n_layers == (a == "gemma2" ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+  for (auto [key, out] : {std::pair{a + ".attn_logit_softcapping", &c.attn_softcap},
+                          std::pair{a + ".final_logit_softcapping", &c.final_softcap},
+                          std::pair{a + ".attention.scale", &c.attn_scale},
+                          std::pair{a + ".rope.freq_base_swa", &c.rope_local_theta}}) {
     if (!g.has(key)) continue;
     KOI_ASSIGN_OR_RETURN(double v, g.get_float(key));
     KOI_RETURN_IF_ERROR(positive(file, key, v));
     *out = static_cast<float>(v);
   }
-  if (g.has("gemma2.attention.sliding_window")) {
-    KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int("gemma2.attention.sliding_window"));
-    KOI_ASSIGN_OR_RETURN(c.sliding_window, setting(file, "gemma2.attention.sliding_window", v));
+  KOI_RETURN_IF_ERROR(window_from_gguf(g, a, c));
+  if (const std::string key = a + ".attention.sliding_window_pattern"; g.has(key)) {
+    KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int(key));
+    KOI_ASSIGN_OR_RETURN(c.sliding_pattern, setting(file, key, v, 0));
+  }
+  return ok_status();
+}
+
+// Rope settings beyond the base: "<arch>.rope.scaling.type" linear (with
+// "<arch>.rope.scaling.factor"; on Gemma 3 only its global layers), and Phi-3's LongRoPE as
+// llama.cpp stores it: the tensors rope_factors_long / rope_factors_short, the attention
+// factor "<arch>.rope.scaling.attn_factor" and "<arch>.rope.scaling.original_context_length".
+// Llama 3's "rope_freqs" tensor is read by config_from_gguf.
+Status rope_scaling_from_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string& file = g.path();
+  const std::string& a = c.arch;
+  if (const std::string key = a + ".rope.scaling.type"; g.has(key)) {
+    KOI_ASSIGN_OR_RETURN(std::string type, g.get_string(key));
+    if (type == "linear") {
+      double factor = 1.0;
+      if (g.has(a + ".rope.scaling.factor")) {
+        KOI_ASSIGN_OR_RETURN(factor, g.get_float(a + ".rope.scaling.factor"));
+      }
+      KOI_RETURN_IF_ERROR(positive(file, a + ".rope.scaling.factor", factor));
+      c.rope_scaling.enabled = factor != 1.0;
+      c.rope_scaling.type = RopeScaling::Type::kLinear;
+      c.rope_scaling.factor = static_cast<float>(factor);
+    } else if (type != "none") {
+      return Status::unsupported(file + ": " + key + " '" + type + "' is not supported (Koi runs linear)");
+    }
+  }
+  const GgufTensorInfo* long_factors = g.find_tensor("rope_factors_long.weight");
+  const GgufTensorInfo* short_factors = g.find_tensor("rope_factors_short.weight");
+  if (long_factors == nullptr && short_factors == nullptr) return ok_status();
+  for (auto [t, name, out] : {std::tuple{long_factors, "rope_factors_long.weight", &c.rope_factors_long},
+                              std::tuple{short_factors, "rope_factors_short.weight", &c.rope_factors_short}}) {
+    if (t == nullptr) return Status::corrupt(file + ": " + name + " is missing (LongRoPE needs both factor sets)");
+    if (t->view.type != DType::kF32) return Status::corrupt(file + ": " + name + " must be f32");
+    out->assign(t->view.f32(), t->view.f32() + t->view.num_elements());
+  }
+  c.rope_original_context = c.max_seq_len;
+  if (const std::string key = a + ".rope.scaling.original_context_length"; g.has(key)) {
+    KOI_ASSIGN_OR_RETURN(int64_t v, g.get_int(key));
+    KOI_ASSIGN_OR_RETURN(c.rope_original_context, setting(file, key, v));
+  }
+  if (const std::string key = a + ".rope.scaling.attn_factor"; g.has(key)) {
+    KOI_ASSIGN_OR_RETURN(double v, g.get_float(key));
+    KOI_RETURN_IF_ERROR(positive(file, key, v));
+    c.rope_attn_factor = static_cast<float>(v);
   }
   return ok_status();
 }
@@ -202,9 +313,10 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   ModelConfig c;
   c.arch = arch;
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
     return Status::unsupported(g.path() + ": architecture '" + arch +
-                               "' is not supported; Koi runs GGUF architectures llama, qwen2, qwen3 and gemma2");
+                               "' is not supported; Koi runs GGUF architectures llama, qwen2, qwen3, gemma2, gemma3 "
+                               "and phi3");
   }
   const std::string& file = g.path();
   // An integer setting: required ones must be there, optional ones keep `fallback`.
@@ -251,7 +363,9 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
   c.qkv_bias = arch == "qwen2";
   c.qk_norm = arch == "qwen3";
-  if (arch == "gemma2") KOI_RETURN_IF_ERROR(gemma2_from_gguf(g, c));
+  if (arch == "gemma2" || arch == "gemma3") KOI_RETURN_IF_ERROR(gemma_from_gguf(g, c));
+  if (arch == "llama" || arch == "phi3") KOI_RETURN_IF_ERROR(window_from_gguf(g, arch, c));  // every layer
+  KOI_RETURN_IF_ERROR(rope_scaling_from_gguf(g, c));
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
   KOI_ASSIGN_OR_RETURN(c.n_vocab, setting(file, "the rows of token_embd.weight (the vocabulary)", embd->view.ne[1]));
@@ -274,67 +388,182 @@ Result<LoadedWeights> load_gguf_weights(const std::string& path) {
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(gguf);
-  fill_views(config, /*hf=*/false, [&](const std::string& name) {
+  auto get = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf->find_tensor(name);
     return t != nullptr ? t->view : TensorView{};
-  }, w);
+  };
+  fill_views(config, /*hf=*/false, get, w);
+  if (Status s = split_fused_tensors(config, /*hf=*/false, get, w); !s.ok()) return s.with_prefix(path);
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(path);
   return out;
 }
 
 // ---- Hugging Face -----------------------------------------------------------------------
 
-// Gemma 2's settings in its config.json: the activation must be the tanh GELU, the
-// soft-caps may be null (off), query_pre_attn_scalar gives the attention scale, and
-// layer_types, where given, must be the alternation Gemma 2 defines. Absent fields take
-// transformers' Gemma2Config defaults.
-Status gemma2_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
-  set_gemma2_defaults(c);
+// An optional positive number of config.json: absent keeps *out, null turns it off (0).
+Status optional_number(const json::object& o, const std::string& file_name, const char* key, float* out) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr) return ok_status();
+  if (v->is_null()) {
+    *out = 0.0f;  // off
+    return ok_status();
+  }
+  if (!v->is_number()) return Status::invalid_argument(file_name + ": " + key + " must be a number, got " + json::serialize(*v));
+  KOI_RETURN_IF_ERROR(positive(file_name, key, v->to_number<double>()));
+  *out = static_cast<float>(v->to_number<double>());
+  return ok_status();
+}
+
+// The activation of config.json's hidden_activation / hidden_act, which must be `want` (or
+// its other spelling) where given.
+Status check_activation(const json::object& o, const std::string& file_name, std::initializer_list<const char*> accepted,
+                        const std::string& model) {
   for (const char* key : {"hidden_activation", "hidden_act"}) {
     const json::value* v = o.if_contains(key);
     if (v == nullptr || v->is_null()) continue;
-    if (!v->is_string() || (v->as_string() != "gelu_pytorch_tanh" && v->as_string() != "gelu_tanh")) {
-      return Status::unsupported(file_name + ": " + key + " " + json::serialize(*v) +
-                                 " is not supported; Gemma 2 runs with gelu_pytorch_tanh");
+    bool ok = false;
+    for (const char* a : accepted) ok = ok || (v->is_string() && v->as_string() == a);
+    if (!ok) {
+      return Status::unsupported(file_name + ": " + key + " " + json::serialize(*v) + " is not supported; " + model +
+                                 " runs with " + *accepted.begin());
     }
     break;
   }
-  auto number = [&](const char* key, float* out) -> Status {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr) return ok_status();
-    if (v->is_null()) {
-      *out = 0.0f;  // off
-      return ok_status();
-    }
-    if (!v->is_number()) return Status::invalid_argument(file_name + ": " + key + " must be a number, got " + json::serialize(*v));
-    KOI_RETURN_IF_ERROR(positive(file_name, key, v->to_number<double>()));
-    *out = static_cast<float>(v->to_number<double>());
-    return ok_status();
-  };
-  c.attn_softcap = 50.0f, c.final_softcap = 30.0f;
-  KOI_RETURN_IF_ERROR(number("attn_logit_softcapping", &c.attn_softcap));
-  KOI_RETURN_IF_ERROR(number("final_logit_softcapping", &c.final_softcap));
-  float scalar = 256.0f;
-  KOI_RETURN_IF_ERROR(number("query_pre_attn_scalar", &scalar));
-  if (scalar > 0.0f) c.attn_scale = 1.0f / std::sqrt(scalar);
-  float window = 4096.0f;
-  KOI_RETURN_IF_ERROR(number("sliding_window", &window));
+  return ok_status();
+}
+
+// sliding_window: a number of positions (c.sliding_window), or null / absent for none.
+Status window_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
+  float window = static_cast<float>(c.sliding_window);
+  KOI_RETURN_IF_ERROR(optional_number(o, file_name, "sliding_window", &window));
   if (window != std::floor(window) || window > static_cast<float>(kMaxSetting)) {
     return Status::invalid_argument(fmt::format("{}: sliding_window must be an integer from 1 to {}", file_name, kMaxSetting));
   }
   c.sliding_window = static_cast<int>(window);
-  if (const json::value* lt = o.if_contains("layer_types"); lt && !lt->is_null()) {
-    const json::array* a = lt->if_array();
-    if (a == nullptr || static_cast<int>(a->size()) != c.n_layers) {
-      return Status::invalid_argument(file_name + ": layer_types must be a list of num_hidden_layers entries");
+  return ok_status();
+}
+
+// layer_types ("sliding_attention" / "full_attention" per layer), where given, must follow a
+// repeating pattern c.sliding_pattern can say: Gemma 2's alternation, or for Gemma 3 the
+// pattern its first full layer implies (every layer sliding when none is full).
+Status layer_types_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
+  const json::value* lt = o.if_contains("layer_types");
+  if (lt == nullptr || lt->is_null()) return ok_status();
+  const json::array* a = lt->if_array();
+  if (a == nullptr || static_cast<int>(a->size()) != c.n_layers) {
+    return Status::invalid_argument(file_name + ": layer_types must be a list of num_hidden_layers entries");
+  }
+  if (c.arch == "gemma3") {
+    c.sliding_pattern = 0;
+    for (int l = 0; l < c.n_layers && c.sliding_pattern == 0; ++l) {
+      if ((*a)[l].is_string() && (*a)[l].as_string() == "full_attention") c.sliding_pattern = l + 1;
     }
-    for (int l = 0; l < c.n_layers; ++l) {
-      const char* want = l % 2 == 0 ? "sliding_attention" : "full_attention";
-      if (!(*a)[l].is_string() || (*a)[l].as_string() != want) {
-        return Status::unsupported(fmt::format("{}: layer_types[{}] is {}; Koi runs Gemma 2's alternation ({} there)",
-                                               file_name, l, json::serialize((*a)[l]), want));
-      }
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool sliding = c.sliding_pattern == 0 || l % c.sliding_pattern < c.sliding_pattern - 1;
+    const char* want = sliding ? "sliding_attention" : "full_attention";
+    if (!(*a)[l].is_string() || (*a)[l].as_string() != want) {
+      return Status::unsupported(fmt::format("{}: layer_types[{}] is {}; Koi runs sliding layers in a repeating pattern "
+                                             "(of {} layers here, so {} there)",
+                                             file_name, l, json::serialize((*a)[l]), c.sliding_pattern, want));
     }
+  }
+  return ok_status();
+}
+
+// Gemma 2's and Gemma 3's settings in config.json: the activation must be the tanh GELU, the
+// soft-caps may be null (off), query_pre_attn_scalar gives the attention scale; the sliding
+// layers follow layer_types where given, else Gemma 2's alternation or Gemma 3's
+// sliding_window_pattern; Gemma 3's local layers rotate with rope_local_base_freq. Absent
+// fields take transformers' Gemma2Config / Gemma3TextConfig defaults (Gemma 3: no soft-caps).
+Status gemma_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
+  const bool gemma3 = c.arch == "gemma3";
+  set_gemma_defaults(c);
+  KOI_RETURN_IF_ERROR(check_activation(o, file_name, {"gelu_pytorch_tanh", "gelu_tanh"}, gemma3 ? "Gemma 3" : "Gemma 2"));
+  c.attn_softcap = gemma3 ? 0.0f : 50.0f, c.final_softcap = gemma3 ? 0.0f : 30.0f;
+  KOI_RETURN_IF_ERROR(optional_number(o, file_name, "attn_logit_softcapping", &c.attn_softcap));
+  KOI_RETURN_IF_ERROR(optional_number(o, file_name, "final_logit_softcapping", &c.final_softcap));
+  float scalar = 256.0f;
+  KOI_RETURN_IF_ERROR(optional_number(o, file_name, "query_pre_attn_scalar", &scalar));
+  if (scalar > 0.0f) c.attn_scale = 1.0f / std::sqrt(scalar);
+  c.sliding_window = 4096;
+  KOI_RETURN_IF_ERROR(window_from_hf(o, file_name, c));
+  if (gemma3) {
+    // EmbeddingGemma's encoder attends both ways; Koi runs causal decoders.
+    if (const json::value* b = o.if_contains("use_bidirectional_attention"); b && b->is_bool() && b->as_bool()) {
+      return Status::unsupported(file_name + ": use_bidirectional_attention is true; Koi runs causal decoders only");
+    }
+    KOI_RETURN_IF_ERROR(optional_number(o, file_name, "rope_local_base_freq", &c.rope_local_theta));
+    float pattern = static_cast<float>(c.sliding_pattern);
+    KOI_RETURN_IF_ERROR(optional_number(o, file_name, "sliding_window_pattern", &pattern));
+    if (pattern != std::floor(pattern) || pattern > static_cast<float>(kMaxSetting)) {
+      return Status::invalid_argument(file_name + ": sliding_window_pattern must be a positive integer");
+    }
+    c.sliding_pattern = static_cast<int>(pattern);
+  }
+  return layer_types_from_hf(o, file_name, c);
+}
+
+// Phi-3's settings in config.json: SiLU, sliding_window on every layer (null for none), and
+// rope over whole heads (partial_rotary_factor 1, as Phi-3 and 3.5 have; Phi-4-mini's 0.75 is
+// refused). Its LongRoPE rope_scaling is read with the other rope types.
+Status phi3_from_hf(const json::object& o, const std::string& file_name, ModelConfig& c) {
+  KOI_RETURN_IF_ERROR(check_activation(o, file_name, {"silu"}, "Phi-3"));
+  if (const json::value* v = o.if_contains("partial_rotary_factor"); v && !v->is_null()) {
+    if (!v->is_number() || v->to_number<double>() != 1.0) {
+      return Status::unsupported(file_name + ": partial_rotary_factor " + json::serialize(*v) +
+                                 " is not supported; Koi rotates whole heads (1.0)");
+    }
+  }
+  c.sliding_pattern = 0;
+  return window_from_hf(o, file_name, c);
+}
+
+// LongRoPE ("longrope", Phi-3's older "su"), as transformers' _compute_longrope_parameters
+// reads it: short_factor and long_factor (head_dim/2 divisors each); the original context is
+// the top-level original_max_position_embeddings (then the scale is max_position_embeddings
+// over it), else that of rope_scaling with max_position_embeddings as the context;
+// attention_factor, if not given, is sqrt(1 + ln(scale) / ln(original)) for a scale above 1.
+Status longrope_from_hf(const json::object& o, const json::object& r, const std::string& file_name, ModelConfig& c) {
+  for (auto [key, out] : {std::pair{"short_factor", &c.rope_factors_short}, std::pair{"long_factor", &c.rope_factors_long}}) {
+    const std::string name = std::string("rope_scaling.") + key;
+    const json::value* v = r.if_contains(key);
+    if (v == nullptr || !v->is_array() || static_cast<int>(v->as_array().size()) != c.head_dim / 2) {
+      return Status::invalid_argument(fmt::format("{}: {} must be a list of head_dim/2 = {} numbers", file_name, name,
+                                                  c.head_dim / 2));
+    }
+    for (const json::value& f : v->as_array()) {
+      if (!f.is_number()) return Status::invalid_argument(file_name + ": " + name + " holds " + json::serialize(f));
+      KOI_RETURN_IF_ERROR(positive(file_name, name, f.to_number<double>()));
+      out->push_back(static_cast<float>(f.to_number<double>()));
+    }
+  }
+  double original = c.max_seq_len, scale = 1.0;
+  const json::value* top = o.if_contains("original_max_position_embeddings");
+  if (top != nullptr && top->is_number()) {
+    original = top->to_number<double>();
+    scale = c.max_seq_len / original;
+  } else {
+    const json::value* inner = r.if_contains("original_max_position_embeddings");
+    if (inner != nullptr && inner->is_number()) original = inner->to_number<double>();
+    const json::value* factor = r.if_contains("factor");
+    if (factor != nullptr && factor->is_number()) scale = factor->to_number<double>();
+  }
+  if (!(original >= 1.0) || original != std::floor(original) || original > static_cast<double>(kMaxSetting)) {
+    return Status::invalid_argument(fmt::format("{}: original_max_position_embeddings must be an integer from 1 to {}",
+                                                file_name, kMaxSetting));
+  }
+  c.rope_original_context = static_cast<int>(original);
+  c.rope_attn_factor = 1.0f;
+  if (scale > 1.0 && original > 1.0) {
+    c.rope_attn_factor = static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(original)));
+  }
+  if (const json::value* af = r.if_contains("attention_factor"); af && !af->is_null()) {
+    if (!af->is_number()) {
+      return Status::invalid_argument(file_name + ": rope_scaling.attention_factor must be a number, got " + json::serialize(*af));
+    }
+    KOI_RETURN_IF_ERROR(positive(file_name, "rope_scaling.attention_factor", af->to_number<double>()));
+    c.rope_attn_factor = static_cast<float>(af->to_number<double>());
   }
   return ok_status();
 }
@@ -394,11 +623,16 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
     c.qk_norm = true;
   } else if (arch_name == "Gemma2ForCausalLM" || arch_name == "gemma2") {
     c.arch = "gemma2";
+  } else if (arch_name == "Gemma3ForCausalLM" || arch_name == "gemma3_text") {
+    c.arch = "gemma3";
+  } else if (arch_name == "Phi3ForCausalLM" || arch_name == "phi3") {
+    c.arch = "phi3";
   } else {
     return Status::unsupported(file_name + ": architecture '" + arch_name +
                                "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                               "Qwen3ForCausalLM and Gemma2ForCausalLM");
+                               "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) and Phi3ForCausalLM");
   }
+  const bool mistral = arch_name == "MistralForCausalLM" || arch_name == "mistral";
   KOI_ASSIGN_OR_RETURN(c.dim, integer("hidden_size"));
   KOI_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers"));
   KOI_ASSIGN_OR_RETURN(c.n_heads, integer("num_attention_heads"));
@@ -414,7 +648,9 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   KOI_RETURN_IF_ERROR(real("rope_theta", 10000.0, &c.rope_theta));
   if (const json::value* b = o.if_contains("attention_bias"); b && b->is_bool() && b->as_bool()) c.qkv_bias = true;
   if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tied_embeddings = t->as_bool();
-  if (c.arch == "gemma2") KOI_RETURN_IF_ERROR(gemma2_from_hf(o, file_name, c));
+  if (c.arch == "gemma2" || c.arch == "gemma3") KOI_RETURN_IF_ERROR(gemma_from_hf(o, file_name, c));
+  if (c.arch == "phi3") KOI_RETURN_IF_ERROR(phi3_from_hf(o, file_name, c));
+  if (mistral) KOI_RETURN_IF_ERROR(window_from_hf(o, file_name, c));  // every layer (sliding_pattern 0)
   // Qwen2/Qwen3 configs carry sliding_window but only use it with use_sliding_window: true,
   // which Koi does not run; refusing beats silently attending to the whole context.
   if (const json::value* sw = o.if_contains("use_sliding_window"); sw && sw->is_bool() && sw->as_bool()) {
@@ -453,8 +689,16 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
       }
       rs.factor = static_cast<float>(factor), rs.low_freq_factor = static_cast<float>(low);
       rs.high_freq_factor = static_cast<float>(high), rs.original_max_position = static_cast<int>(original);
+    } else if (type == "linear") {
+      KOI_ASSIGN_OR_RETURN(double factor, rnum("factor", 1.0));
+      c.rope_scaling.enabled = factor != 1.0;
+      c.rope_scaling.type = RopeScaling::Type::kLinear;
+      c.rope_scaling.factor = static_cast<float>(factor);
+    } else if (type == "longrope" || type == "su") {
+      KOI_RETURN_IF_ERROR(longrope_from_hf(o, r, file_name, c));
     } else if (!type.empty() && type != "default") {
-      return Status::unsupported(file_name + ": rope_scaling type '" + type + "' is not supported (only llama3)");
+      return Status::unsupported(file_name + ": rope_scaling type '" + type +
+                                 "' is not supported (Koi runs llama3, linear and longrope)");
     }
   }
   if (Status s = c.validate(); !s.ok()) return s.with_prefix(file_name);
@@ -472,10 +716,12 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(model);
-  fill_views(config, /*hf=*/true, [&](const std::string& name) {
+  auto get = [&](const std::string& name) {
     const SafetensorsTensor* t = model->find(name);
     return t != nullptr ? t->view : TensorView{};
-  }, w);
+  };
+  fill_views(config, /*hf=*/true, get, w);
+  if (Status s = split_fused_tensors(config, /*hf=*/true, get, w); !s.ok()) return s.with_prefix(dir);
   // Norms and biases must be f32 for the forward pass; HF checkpoints often store them in
   // bf16/f16, so those small vectors are converted into owned f32 copies.
   auto to_f32 = [&](TensorView& t) {
@@ -499,10 +745,12 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
       to_f32(*t);
     }
   }
-  if (config.arch == "gemma2") {
+  if (config.arch == "gemma2" || config.arch == "gemma3") {
     plus_one(w.output_norm);
     for (LayerWeights& L : w.layers) {
-      for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.attn_post_norm, &L.ffn_post_norm}) plus_one(*t);
+      for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.attn_post_norm, &L.ffn_post_norm, &L.attn_q_norm, &L.attn_k_norm}) {
+        plus_one(*t);
+      }
     }
   }
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(dir);

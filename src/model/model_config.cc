@@ -9,9 +9,10 @@ Status ModelConfig::validate() const {
   auto bad = [](const std::string& what) {
     return Status::invalid_argument("model config: " + what);
   };
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
     return Status::unsupported("model config: architecture '" + arch +
-                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2, qwen3, gemma2)");
+                               "' is not supported; Koi runs llama-family models (llama, mistral, qwen2, qwen3, gemma2, "
+                               "gemma3, phi3)");
   }
   if (n_vocab <= 0) return bad("vocabulary size must be positive, got " + std::to_string(n_vocab));
   if (dim <= 0) return bad("hidden size must be positive, got " + std::to_string(dim));
@@ -29,30 +30,62 @@ Status ModelConfig::validate() const {
     return bad("rope_freqs has " + std::to_string(rope_factors.size()) + " values, expected head_dim/2 = " +
                std::to_string(head_dim / 2));
   }
+  for (const std::vector<float>* f : {&rope_factors_short, &rope_factors_long}) {
+    if (rope_factors_long.empty() && rope_factors_short.empty()) break;
+    if (static_cast<int>(f->size()) != head_dim / 2) {
+      return bad("rope_scaling long_factor and short_factor must have head_dim/2 = " + std::to_string(head_dim / 2) +
+                 " values each, got " + std::to_string(f->size()));
+    }
+    for (float v : *f) {
+      if (!(v > 0.0f) || !std::isfinite(v)) return bad("rope_scaling long_factor and short_factor must be positive");
+    }
+  }
+  if (!rope_factors_long.empty() && rope_original_context <= 0) {
+    return bad("LongRoPE needs original_max_position_embeddings > 0");
+  }
   if (sliding_window < 0) return bad("sliding window must not be negative, got " + std::to_string(sliding_window));
-  if (sliding_window > 0 && sliding_pattern < 1) return bad("a sliding window needs a layer pattern of at least 1");
-  for (float v : {embedding_scale, attn_scale, attn_softcap, final_softcap}) {
-    if (!(v >= 0.0f) || !std::isfinite(v)) return bad("embedding scale, attention scale and soft-caps must be finite and >= 0");
+  if (sliding_pattern < 0) return bad("sliding layer pattern must not be negative, got " + std::to_string(sliding_pattern));
+  if (!(rope_attn_factor > 0.0f) || !std::isfinite(rope_attn_factor)) return bad("rope attention factor must be positive");
+  for (float v : {embedding_scale, attn_scale, attn_softcap, final_softcap, rope_local_theta}) {
+    if (!(v >= 0.0f) || !std::isfinite(v)) {
+      return bad("embedding scale, attention scale, soft-caps and local rope theta must be finite and >= 0");
+    }
   }
   return ok_status();
 }
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
-  const int half = head_dim / 2;
-  std::vector<float> inv(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i) {
-    inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(rope_theta), 2.0 * i / head_dim));
+namespace {
+
+// theta^(-2i/head_dim) for each of the head_dim/2 pairs.
+std::vector<float> unscaled_inv_freq(float theta, int head_dim) {
+  std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+  for (int i = 0; i < head_dim / 2; ++i) {
+    inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(theta), 2.0 * i / head_dim));
   }
+  return inv;
+}
+
+}  // namespace
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  std::vector<float> inv = unscaled_inv_freq(rope_theta, head_dim);
   std::vector<float> factors = rope_freq_factors();
   for (size_t i = 0; i < factors.size(); ++i) inv[i] /= factors[i];
   return inv;
 }
 
+std::vector<float> ModelConfig::rope_inv_freq_of(int layer) const {
+  if (rope_local_theta > 0.0f && window_of(layer) > 0) return unscaled_inv_freq(rope_local_theta, head_dim);
+  return rope_inv_freq();
+}
+
 std::vector<float> ModelConfig::rope_freq_factors() const {
   if (!rope_factors.empty()) return rope_factors;
+  if (!rope_factors_long.empty()) return max_seq_len > rope_original_context ? rope_factors_long : rope_factors_short;
   if (!rope_scaling.enabled) return {};
   const int half = head_dim / 2;
   const RopeScaling& s = rope_scaling;
+  if (s.type == RopeScaling::Type::kLinear) return std::vector<float>(static_cast<size_t>(half), s.factor);
   const double low_freq_wavelen = s.original_max_position / s.low_freq_factor;
   const double high_freq_wavelen = s.original_max_position / s.high_freq_factor;
   std::vector<float> factors(static_cast<size_t>(half));

@@ -1,5 +1,6 @@
 // ModelConfig: the shape and hyper-parameters of a Llama-family model (Llama 1/2/3,
-// Mistral, Qwen2, Qwen3, SmolLM, TinyLlama), whatever file it came from. Plain value type.
+// Mistral, Qwen2, Qwen3, Gemma 2/3, Phi-3, SmolLM, TinyLlama), whatever file it came from.
+// Plain value type.
 #pragma once
 
 #include <cmath>
@@ -12,9 +13,12 @@
 
 namespace koi::model {
 
-// Llama 3.x "llama3" rope scaling (Hugging Face rope_scaling with rope_type "llama3").
+// Rope scaling from Hugging Face rope_scaling: Llama 3.x "llama3" (frequencies divided by a
+// factor that depends on their wavelength) or "linear" (every frequency divided by `factor`).
 struct RopeScaling {
+  enum class Type { kLlama3, kLinear };
   bool enabled = false;
+  Type type = Type::kLlama3;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
@@ -42,6 +46,18 @@ struct ModelConfig {
   // Explicit per-pair frequency divisors (GGUF "rope_freqs.weight"); when set, they replace
   // the ones rope_scaling implies.
   std::vector<float> rope_factors;
+  // Phi-3 LongRoPE (rope_scaling "longrope" / "su"): per-pair divisors for a context up to
+  // rope_original_context (short) and beyond it (long). The set is chosen once, by
+  // max_seq_len, as llama.cpp chooses by its context (transformers switches per forward call
+  // on the sequence length, which a KV cache cannot follow).
+  std::vector<float> rope_factors_short, rope_factors_long;
+  int rope_original_context = 0;
+  // cos and sin are multiplied by this (transformers' attention_scaling, ggml's attn_factor),
+  // so q.k by its square; Koi scales q by the square after rope.
+  float rope_attn_factor = 1.0f;
+  // Gemma 3: the sliding-window layers rotate with this base and no rope scaling; 0 means
+  // they rotate as the global layers do.
+  float rope_local_theta = 0.0f;
   bool tied_embeddings = false;
   bool qkv_bias = false;
   // Qwen3: each head of Q and K is RMS-normalised (weights [head_dim]) before rope.
@@ -56,8 +72,10 @@ struct ModelConfig {
   float attn_softcap = 0.0f;      // scores = cap * tanh(scores / cap) when > 0
   float final_softcap = 0.0f;     // the same on the output logits
   // Sliding-window attention: layer l attends to the last sliding_window positions (itself
-  // included) when l % sliding_pattern < sliding_pattern - 1 (llama.cpp's swa pattern;
-  // Gemma 2: pattern 2, the even layers); 0 means every layer attends to the whole context.
+  // included) when sliding_pattern is 0 (every layer: Mistral, Phi-3) or when
+  // l % sliding_pattern < sliding_pattern - 1 (llama.cpp's swa pattern; Gemma 2: pattern 2,
+  // the even layers; Gemma 3: pattern 6, five local layers to one global). A sliding_window
+  // of 0 means every layer attends to the whole context.
   int sliding_window = 0;
   int sliding_pattern = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
@@ -66,15 +84,20 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
   // The attention window of `layer` in positions, or 0 for the whole context.
   int window_of(int layer) const {
-    return sliding_window > 0 && layer % sliding_pattern < sliding_pattern - 1 ? sliding_window : 0;
+    if (sliding_window <= 0) return 0;
+    return sliding_pattern == 0 || layer % sliding_pattern < sliding_pattern - 1 ? sliding_window : 0;
   }
   float attention_scale() const { return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   // Checks that the numbers describe a model Koi can run; names the offending field.
   Status validate() const;
   // Rotation frequency of each of the head_dim/2 rope pairs, after rope scaling.
   std::vector<float> rope_inv_freq() const;
+  // The same for `layer`: the sliding-window layers of a model with rope_local_theta rotate
+  // with that base, unscaled (Gemma 3); every other layer with rope_inv_freq().
+  std::vector<float> rope_inv_freq_of(int layer) const;
   // Per-pair divisors that turn the unscaled frequencies into rope_inv_freq() (the
-  // "rope_freqs" tensor llama.cpp stores for Llama 3); empty when there is no scaling.
+  // "rope_freqs" tensor llama.cpp stores for Llama 3; the LongRoPE set max_seq_len picks);
+  // empty when there is no scaling.
   std::vector<float> rope_freq_factors() const;
   // Number of parameters implied by the shape (for reports).
   int64_t num_parameters() const;

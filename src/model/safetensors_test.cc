@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <boost/json.hpp>
 #include <cstring>
@@ -467,6 +468,48 @@ TEST(HfConfig, EveryModelSettingIsRangeCheckedNamingTheKey) {
       EXPECT_EQ(config.status().message(), c.error);
     }
   }
+}
+
+// The windows, layer patterns and rope settings of Mistral, Gemma 3 and Phi-3 as config.json
+// gives them, down to the frequencies each layer rotates with.
+TEST(HfConfig, SlidingWindowsLayerPatternsAndRopeOfNewArchitectures) {
+  const std::string shape = R"("hidden_size":64,"num_hidden_layers":12,"num_attention_heads":4,"intermediate_size":128,
+      "vocab_size":100,"max_position_embeddings":4096,)";
+  auto parse = [&](const std::string& arch, const std::string& fields) {
+    return parse_hf_config(R"({"architectures":[")" + arch + R"("],)" + shape + fields + "}", "config.json");
+  };
+  auto mistral = parse("MistralForCausalLM", R"("sliding_window":1024)");
+  ASSERT_TRUE(mistral.ok()) << mistral.status().message();
+  for (int layer : {0, 5, 11}) EXPECT_EQ(mistral->window_of(layer), 1024) << layer;
+  auto mistral_full = parse("MistralForCausalLM", R"("sliding_window":null)");
+  ASSERT_TRUE(mistral_full.ok());
+  EXPECT_EQ(mistral_full->window_of(0), 0);
+  EXPECT_EQ(parse("MistralForCausalLM", R"("sliding_window":-1)").status().message(),
+            "config.json: sliding_window must be a positive number, got -1");
+  EXPECT_EQ(parse("MistralForCausalLM", R"("sliding_window":4.5)").status().message(),
+            "config.json: sliding_window must be an integer from 1 to 16777216");
+
+  // Gemma 3: five local layers to one global; the local ones rotate with base 10000 unscaled,
+  // the global ones with rope_theta divided by the linear factor.
+  auto gemma3 = parse("Gemma3ForCausalLM", R"("head_dim":16,"sliding_window":512,"rope_theta":1000000,
+      "rope_scaling":{"rope_type":"linear","factor":8.0})");
+  ASSERT_TRUE(gemma3.ok()) << gemma3.status().message();
+  for (int layer = 0; layer < 12; ++layer) EXPECT_EQ(gemma3->window_of(layer), layer % 6 == 5 ? 0 : 512) << layer;
+  const std::vector<float> local = gemma3->rope_inv_freq_of(0), global = gemma3->rope_inv_freq_of(5);
+  ASSERT_EQ(local.size(), 8u);
+  EXPECT_FLOAT_EQ(local[1], static_cast<float>(std::pow(10000.0, -2.0 / 16)));
+  EXPECT_FLOAT_EQ(global[1], static_cast<float>(std::pow(1e6, -2.0 / 16) / 8));
+
+  // Phi-3 LongRoPE: the long factors for a context past the original one, the attention
+  // factor sqrt(1 + ln(4096 / 1024) / ln 1024); the short ones within it.
+  auto phi3 = parse("Phi3ForCausalLM", R"("original_max_position_embeddings":1024,"rope_scaling":{"type":"longrope",
+      "short_factor":[1,1,1,1,1,1,1,1],"long_factor":[1,2,3,4,5,6,7,8]})");
+  ASSERT_TRUE(phi3.ok()) << phi3.status().message();
+  EXPECT_EQ(phi3->window_of(0), 0);
+  EXPECT_EQ(phi3->rope_freq_factors()[7], 8.0f);
+  EXPECT_FLOAT_EQ(phi3->rope_attn_factor, static_cast<float>(std::sqrt(1 + std::log(4.0) / std::log(1024.0))));
+  phi3->max_seq_len = 1024;
+  EXPECT_EQ(phi3->rope_freq_factors()[7], 1.0f);
 }
 
 }  // namespace

@@ -144,6 +144,11 @@ TEST(BpeTest, GgufRoundTrip) {
     std::string dir = make_temp_dir("koi-gguf").value();
     std::string path = path_join(dir, "tok.gguf");
     ASSERT_TRUE(writer.write(path).ok());
+    if (byte_level) {  // the GPT-2 regex under llama.cpp's name for it
+      auto file = model::GgufFile::open(path);
+      ASSERT_TRUE(file.ok());
+      EXPECT_EQ(*file->get_string("tokenizer.ggml.pre"), "gpt-2");
+    }
     auto back = load_tokenizer(path);
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     const TokenizerSpec& got = back->spec();

@@ -100,7 +100,9 @@ Result<TokenizerSpec> spec_from_gguf(const model::GgufFile& file) {
 void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
   const bool byte_level_bpe = spec.kind == TokenizerKind::kBpeMerges && spec.byte_level;
   writer.set_string(std::string(kModel), byte_level_bpe ? "gpt2" : "llama");
-  if (byte_level_bpe) writer.set_string(std::string(kPre), spec.pre.empty() ? "default" : spec.pre);
+  // llama.cpp knows the GPT-2 regex as "gpt-2" and refuses a file that says "gpt2".
+  const std::string pre = spec.pre.empty() ? "default" : spec.pre == "gpt2" ? "gpt-2" : spec.pre;
+  if (byte_level_bpe) writer.set_string(std::string(kPre), pre);
   writer.set_string_array(std::string(kTokens), spec.tokens);
   std::vector<float> scores = spec.scores;
   if (scores.empty() && !byte_level_bpe) {

@@ -16,10 +16,11 @@ constexpr std::string_view kLlama3 =
 constexpr std::string_view kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kTable = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kTable = {{
     {"llama-bpe", kLlama3},
     {"qwen2", kQwen2},
     {"gpt2", kGpt2},
+    {"gpt-2", kGpt2},  // llama.cpp's name for it, which Koi writes in GGUF (spec_to_gguf)
     {"default", kGpt2},
 }};
 

@@ -129,11 +129,15 @@ LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool) : config_(st
 
 Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPool* pool) {
   KOI_RETURN_IF_ERROR(config.validate());
-  if (config.rope_scaling.enabled || !config.rope_factors.empty()) {
+  if (config.rope_scaling.enabled || !config.rope_factors.empty() || !config.rope_factors_long.empty()) {
     return Status::unsupported("training a model with rope scaling is not supported; train without it");
   }
-  if (config.qk_norm || config.arch == "gemma2") {
-    return Status::unsupported("training a " + config.arch + " model is not supported (per-head or post norms, GeGLU)");
+  if (config.qk_norm || config.arch == "gemma2" || config.arch == "gemma3" || config.arch == "phi3") {
+    return Status::unsupported("training a " + config.arch +
+                               " model is not supported (per-head or post norms, GeGLU, fused tensors)");
+  }
+  if (config.sliding_window > 0) {
+    return Status::unsupported("training with sliding-window attention is not supported; train with full attention");
   }
   LlamaTrain m(config, pool);
   m.layout_ = param_layout(config);

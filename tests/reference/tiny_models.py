@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Makes tiny random Llama-family models (Llama, Mistral, Qwen2, Qwen3, Gemma 2) in Hugging
-Face format and their reference logits.
+"""Makes tiny random Llama-family models (Llama, Mistral with and without a sliding window,
+Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3 with and without LongRoPE) in Hugging Face format and
+their reference logits.
 
 Usage: /usr/bin/python3 tiny_models.py OUT_DIR
 
@@ -35,6 +36,25 @@ MODELS = {
     # Gemma 2: three layers (sliding, global, sliding) with a window of 5, shorter than the
     # longest prompt (35), and soft-caps small enough to bend these random logits.
     "gemma2_swa": ("Gemma2ForCausalLM", 64, 3, 4, 2, 128, 288, True, 10000.0, False, None, "F32"),
+    # Mistral 7B v0.1's sliding window on every layer, here 6 positions of the 35-token prompt.
+    "mistral_swa": ("MistralForCausalLM", 64, 2, 4, 2, 96, 256, False, 10000.0, False, None, "F32"),
+    # Phi-3: fused qkv_proj and gate_up_proj, a window of 5 on every layer (Phi-3-mini-4k has 2047).
+    "phi3_swa": ("Phi3ForCausalLM", 64, 2, 4, 2, 96, 256, False, 10000.0, False, None, "F32"),
+    # Phi-3 LongRoPE (as Phi-3-mini-128k): short and long factors around an original context of
+    # 8 positions, a context of 256, so an attention factor of sqrt(1 + ln 32 / ln 8).
+    "phi3_longrope": ("Phi3ForCausalLM", 64, 2, 4, 4, 96, 288, False, 10000.0, False,
+                      {"type": "longrope", "short_factor": [1.0 + 0.15 * i for i in range(8)],
+                       "long_factor": [1.0 + 2.5 * i ** 1.5 for i in range(8)]}, "F32"),
+    # Gemma 3 (text): four layers, the third global (sliding_window_pattern 3), a window of 6,
+    # q/k norms, local rope base 10000 and global 1e6 with linear scaling 4, and a final
+    # soft-cap (Gemma 3 releases have none; the config field is honoured where present).
+    "gemma3_swa": ("Gemma3ForCausalLM", 64, 4, 4, 2, 128, 288, True, 1e6, False, {"rope_type": "linear", "factor": 4.0},
+                   "F32"),
+    # Gemma 3 as llama.cpp fixes it (pattern 6, local base 10000, query_pre_attn_scalar =
+    # head_dim, no soft-caps), so that llama.cpp can run Koi's GGUF of it too
+    # (bench/peer-llamacpp/arch_exactness); a window of 8.
+    "gemma3_pattern6": ("Gemma3ForCausalLM", 64, 6, 4, 2, 128, 288, True, 1e6, False,
+                        {"rope_type": "linear", "factor": 8.0}, "F32"),
 }
 
 # config.json fields beyond the common ones, per model.
@@ -43,6 +63,18 @@ EXTRA_CONFIG = {
     "qwen3_tied": {"head_dim": 8, "attention_bias": False},
     "gemma2_swa": {"head_dim": 32, "query_pre_attn_scalar": 24, "sliding_window": 5, "attn_logit_softcapping": 2.5,
                    "final_logit_softcapping": 10.0, "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma2"},
+    "mistral_swa": {"sliding_window": 6, "model_type": "mistral"},
+    "phi3_swa": {"sliding_window": 5, "hidden_act": "silu", "model_type": "phi3"},
+    "phi3_longrope": {"sliding_window": None, "hidden_act": "silu", "original_max_position_embeddings": 8,
+                      "model_type": "phi3"},
+    "gemma3_swa": {"head_dim": 32, "query_pre_attn_scalar": 24, "sliding_window": 6, "sliding_window_pattern": 3,
+                   "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+                   "rope_local_base_freq": 10000.0, "attn_logit_softcapping": None, "final_logit_softcapping": 12.0,
+                   "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma3_text"},
+    "gemma3_pattern6": {"head_dim": 32, "query_pre_attn_scalar": 32, "sliding_window": 8, "sliding_window_pattern": 6,
+                        "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "rope_local_base_freq": 10000.0,
+                        "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                        "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma3_text"},
 }
 
 
@@ -95,8 +127,19 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def causal_mask(T, window=None):
+    """-inf above the diagonal; with a window, also on keys `window` or more positions back
+    (transformers' sliding_window_overlay: a query at i sees keys i - window + 1 .. i)."""
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    if window:
+        far = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-window)
+        mask = mask.masked_fill(far, float("-inf"))
+    return mask
+
+
 def forward(cfg, W, ids):
-    """The decoder as transformers' modeling_llama / modeling_qwen2 / modeling_qwen3 define it."""
+    """The decoder as transformers' modeling_llama / modeling_mistral / modeling_qwen2 /
+    modeling_qwen3 define it (Mistral: the sliding-window mask on every layer)."""
     hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or hidden // heads
     eps = cfg["rms_norm_eps"]
@@ -105,7 +148,8 @@ def forward(cfg, W, ids):
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq(hd, cfg["rope_theta"], cfg.get("rope_scaling")))
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
-    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    mistral = cfg["architectures"][0] == "MistralForCausalLM"
+    mask = causal_mask(T, cfg.get("sliding_window") if mistral else None)
     for l in range(layers):
         p = f"model.layers.{l}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
@@ -183,6 +227,105 @@ def forward_gemma2(cfg, W, ids):
     return logits if final_cap is None else torch.tanh(logits / final_cap) * final_cap
 
 
+def longrope_inv_freq(cfg, hd, seq_len):
+    """transformers' _compute_longrope_parameters with its dynamic update: the long factors for
+    a forward pass over more than original_max_position_embeddings positions, else the short
+    ones; the attention factor from max_position_embeddings / original."""
+    rs, original = cfg["rope_scaling"], cfg["original_max_position_embeddings"]
+    factor = cfg["max_position_embeddings"] / original
+    attention_factor = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    ext = torch.tensor(rs["long_factor"] if seq_len > original else rs["short_factor"], dtype=torch.float64)
+    inv = 1.0 / (ext * cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    return inv, attention_factor
+
+
+def forward_phi3(cfg, W, ids):
+    """The decoder as transformers' modeling_phi3 defines it: fused qkv_proj (q, k, v rows) and
+    gate_up_proj (gate, up halves), LongRoPE with its attention factor on cos and sin, the
+    sliding-window mask where sliding_window is set."""
+    hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, eps, T = hidden // heads, cfg["rms_norm_eps"], len(ids)
+    if cfg.get("rope_scaling"):
+        inv, attention_factor = longrope_inv_freq(cfg, hd, T)
+    else:
+        inv, attention_factor = inv_freq(hd, cfg["rope_theta"], None), 1.0
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos() * attention_factor, emb.sin() * attention_factor
+    mask = causal_mask(T, cfg.get("sliding_window"))
+    x = W["model.embed_tokens.weight"][torch.tensor(ids)]
+    q_pos = heads * hd
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        qkv = h @ W[p + "self_attn.qkv_proj.weight"].T
+        q = qkv[:, :q_pos].reshape(T, heads, hd).transpose(0, 1)
+        k = qkv[:, q_pos:q_pos + kv_heads * hd].reshape(T, kv_heads, hd).transpose(0, 1)
+        v = qkv[:, q_pos + kv_heads * hd:].reshape(T, kv_heads, hd).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(heads // kv_heads, dim=0)
+        v = v.repeat_interleave(heads // kv_heads, dim=0)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + mask, dim=-1)
+        x = x + (att @ v).transpose(0, 1).reshape(T, heads * hd) @ W[p + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        gate, up = (h @ W[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
+        x = x + (up * torch.nn.functional.silu(gate)) @ W[p + "mlp.down_proj.weight"].T
+    return rmsnorm(x, W["model.norm.weight"], eps) @ W["lm_head.weight"].T
+
+
+def forward_gemma3(cfg, W, ids):
+    """The text decoder as transformers' modeling_gemma3 defines it (eager attention): Gemma 2's
+    block plus q_norm / k_norm (Gemma3RMSNorm over head_dim, before rope), sliding layers by
+    layer_types, local rope (rope_local_base_freq, unscaled) on those and global rope
+    (rope_theta with rope_scaling) on the others."""
+    hidden, layers, heads, kv_heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, eps, T = cfg["head_dim"], cfg["rms_norm_eps"], len(ids)
+    x = W["model.embed_tokens.weight"][torch.tensor(ids)] * torch.tensor(hidden ** 0.5, dtype=torch.float32).double()
+
+    def rope_tables(theta, linear_factor):
+        inv = inv_freq(hd, theta, None) / linear_factor  # _compute_linear_scaling_rope_parameters
+        freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos(), emb.sin()
+
+    scaling = cfg.get("rope_scaling") or {}
+    global_rope = rope_tables(cfg["rope_theta"], scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0)
+    local_rope = rope_tables(cfg["rope_local_base_freq"], 1.0)
+    causal, sliding = causal_mask(T), causal_mask(T, cfg["sliding_window"])
+    cap = cfg.get("attn_logit_softcapping")
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        is_sliding = cfg["layer_types"][l] == "sliding_attention"
+        cos, sin = local_rope if is_sliding else global_rope
+        h = gemma_rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        q = gemma_rmsnorm((h @ W[p + "self_attn.q_proj.weight"].T).view(T, heads, hd), W[p + "self_attn.q_norm.weight"], eps)
+        k = gemma_rmsnorm((h @ W[p + "self_attn.k_proj.weight"].T).view(T, kv_heads, hd), W[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, kv_heads, hd).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(heads // kv_heads, dim=0)
+        v = v.repeat_interleave(heads // kv_heads, dim=0)
+        s = q @ k.transpose(-1, -2) * cfg["query_pre_attn_scalar"] ** -0.5
+        if cap is not None:
+            s = torch.tanh(s / cap) * cap
+        att = torch.softmax(s + (sliding if is_sliding else causal), dim=-1)
+        o = (att @ v).transpose(0, 1).reshape(T, heads * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + gemma_rmsnorm(o, W[p + "post_attention_layernorm.weight"], eps)
+        h = gemma_rmsnorm(x, W[p + "pre_feedforward_layernorm.weight"], eps)
+        g = torch.nn.functional.gelu(h @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+        m = (g * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        x = x + gemma_rmsnorm(m, W[p + "post_feedforward_layernorm.weight"], eps)
+    logits = gemma_rmsnorm(x, W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T
+    final_cap = cfg.get("final_logit_softcapping")
+    return logits if final_cap is None else torch.tanh(logits / final_cap) * final_cap
+
+
+FORWARD = {"Gemma2ForCausalLM": forward_gemma2, "Gemma3ForCausalLM": forward_gemma3,
+           "Phi3ForCausalLM": forward_phi3}
+
+
 def make(out_dir, name, spec, seed):
     arch, hidden, layers, heads, kv_heads, ffn, vocab, tied, theta, bias, scaling, dtype = spec
     g = torch.Generator().manual_seed(seed)
@@ -218,15 +361,22 @@ def make(out_dir, name, spec, seed):
         if arch == "Qwen3ForCausalLM":
             W[p + "self_attn.q_norm.weight"] = 1.0 + rand(hd, scale=0.3)
             W[p + "self_attn.k_norm.weight"] = 1.0 + rand(hd, scale=0.3)
-        if arch == "Gemma2ForCausalLM":  # Gemma norms store w of (1 + w)
+        if arch == "Gemma3ForCausalLM":  # Gemma3RMSNorm stores w of (1 + w) too
+            W[p + "self_attn.q_norm.weight"] = rand(hd, scale=0.3)
+            W[p + "self_attn.k_norm.weight"] = rand(hd, scale=0.3)
+        if arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM"):  # Gemma norms store w of (1 + w)
             for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                       "post_feedforward_layernorm"):
                 W[p + n + ".weight"] = rand(hidden, scale=0.3)
         W[p + "mlp.gate_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.up_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.down_proj.weight"] = rand(hidden, ffn)
+        if arch == "Phi3ForCausalLM":  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
+            W[p + "self_attn.qkv_proj.weight"] = torch.cat(
+                [W.pop(p + f"self_attn.{n}_proj.weight") for n in ("q", "k", "v")])
+            W[p + "mlp.gate_up_proj.weight"] = torch.cat([W.pop(p + f"mlp.{n}_proj.weight") for n in ("gate", "up")])
     # The reference sees exactly the stored weights (rounded to f32 or bf16).
-    if arch == "Gemma2ForCausalLM":
+    if arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM"):
         W["model.norm.weight"] = rand(hidden, scale=0.3)
     store = torch.float32 if dtype == "F32" else torch.bfloat16
     W = {k: v.to(store).to(torch.float64) for k, v in W.items()}
@@ -239,7 +389,7 @@ def make(out_dir, name, spec, seed):
     with open(os.path.join(d, "prompts.json"), "w") as f:
         json.dump(PROMPTS, f)
     for i, ids in enumerate(PROMPTS):
-        logits = forward_gemma2(cfg, W, ids) if arch == "Gemma2ForCausalLM" else forward(cfg, W, ids)
+        logits = FORWARD.get(arch, forward)(cfg, W, ids)
         with open(os.path.join(d, f"logits_{i}.f64"), "wb") as f:
             f.write(logits.contiguous().numpy().astype("<f8").tobytes())
 
