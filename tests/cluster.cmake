@@ -4,7 +4,7 @@
 # are killed or preempted and resume bit-identically, a job past its memory limit (OOMKilled),
 # a 2-replica koi train job run as 2 MPI ranks, pipelines, and tenant isolation
 # with malformed specs for models and pipelines.
-foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi pipeline isolation)
+foreach(t tenants budget_restart crash hang crashed straggler train_resume train_preempt oom train_mpi pipeline isolation)
   add_test(NAME cluster_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_${t}.py)
   set_tests_properties(cluster_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"

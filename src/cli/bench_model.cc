@@ -4,6 +4,9 @@
 // against the file size and the KV cache. Both run as one request through the Engine, built
 // as every command builds it (engine/engine_builder.h): pp is a request of --prompt tokens
 // and one output token, tg a request of one token and --gen outputs (greedy; no text).
+// --mfu adds pp's model FLOPs utilisation: the forward FLOPs per token at T = --prompt
+// (train/flops.h, per layer) times pp's tokens/s, over the machine's measured fp32 matmul peak
+// (train::measure_peak_flops on as many threads as the engine's).
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -17,6 +20,7 @@
 #include "cli/engine_flags.h"
 #include "engine/engine_builder.h"
 #include "kernels/isa.h"
+#include "train/flops.h"
 
 namespace koi::cli {
 namespace {
@@ -27,6 +31,7 @@ struct ModelBenchOptions {
   int gen = 128;
   int repetitions = 3;
   std::string json;
+  bool mfu = false;
 };
 
 struct Figure {
@@ -110,6 +115,16 @@ int run_model_bench(ModelBenchOptions o) {
   std::printf("tg%d: %8.2f ± %.2f tokens/s\n", o.gen, ftg.mean, ftg.stddev);
   std::printf("peak RSS %.0f MiB; file %.0f MiB + KV cache %.0f MiB = %.0f MiB\n", rss_mb, file_mb, kv_mb,
               file_mb + kv_mb);
+  if (o.mfu) {
+    const double flops_per_token = train::model_flops(c, o.prompt).forward_per_token();
+    ThreadPool pool(threads);
+    const double peak = train::measure_peak_flops(&pool);
+    const double achieved = flops_per_token * fpp.mean;
+    std::printf("pp%d MFU %.3f: %.3f GFLOP per token (T %d) x %.2f tokens/s = %.1f GFLOP/s of a measured %.1f GFLOP/s "
+                "peak (fp32 matmul 256x1024x1024, best of 30, %d threads)\n",
+                o.prompt, achieved / peak, flops_per_token / 1e9, o.prompt, fpp.mean, achieved / 1e9, peak / 1e9,
+                threads);
+  }
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     out << "{\"model\":\"" << eo.model << "\",\"threads\":" << threads << ",\"pp\":" << o.prompt
@@ -128,6 +143,8 @@ Runner setup_model_bench(CLI::App* app) {
   app->add_option("-n,--gen", o->gen, "generated tokens for tg")->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "measured runs (after one warm-up)")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
+  app->add_flag("--mfu", o->mfu,
+                "also print pp's model FLOPs utilisation against the measured fp32 matmul peak (docs/observability.md)");
   return [o] { return run_model_bench(*o); };
 }
 
