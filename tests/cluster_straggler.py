@@ -1,7 +1,8 @@
-"""koi cluster: a 2-rank koi train job whose rank 1 is slowed (SIGSTOP/SIGCONT, 50 ms of
-every 52) is diagnosed from its metrics.jsonl: a Straggler condition and Warning event name
+"""koi cluster: a 2-rank koi train job whose rank 1 is slowed (SIGSTOP/SIGCONT, 100 ms of
+every 102) is diagnosed from its metrics.jsonl: a Straggler condition and Warning event name
 rank 1 and its slowdown against the ranks' median, and a SlowProgress one compares the job's
-recent step time with its own history. Then the job is cancelled (about 20 s in all)."""
+recent step time with its own history. Then rank 1 is stopped for good: the Hung diagnosis
+names rank 1 by its pid, and the job fails (about 25 s in all)."""
 import json
 import os
 import signal
@@ -52,7 +53,8 @@ def run(cp):
     open(recipe, "w").write(text)
     ckpt = os.path.join(cp.root, "ckpt")
     spec = {"kind": "train", "recipe": recipe, "args": ["--threads", "1"], "checkpointDir": ckpt, "replicas": 2,
-            "resources": {"gpu": 1, "cpu": 1}, "restartPolicy": {"maxRestarts": 0}}
+            "resources": {"gpu": 1, "cpu": 1}, "restartPolicy": {"maxRestarts": 0},
+            "hangTimeoutSeconds": 8, "terminationGracePeriodSeconds": 2}
     cp.koi(A, "job", "submit", "-f", write(cp.root, "train.json", manifest("dp", spec)))
     cp.wait_phase(A, "dp", ["Running"])
     end = time.time() + 60
@@ -75,7 +77,7 @@ def run(cp):
         end = time.time() + 60
         while time.time() < end and not done.is_set():
             os.kill(slow, signal.SIGSTOP)
-            time.sleep(0.05)
+            time.sleep(0.1)
             os.kill(slow, signal.SIGCONT)
             time.sleep(0.002)
     finally:
@@ -99,8 +101,19 @@ def run(cp):
         check(len(ev) >= 1 and ev[0]["type"] == "Warning", f"a {kind} Warning event: {ev}")
     print("ok:", straggler)
     print("ok:", slowdown)
-    cp.koi(A, "job", "cancel", "dp")
-    cp.wait_phase(A, "dp", ["Cancelled", "Succeeded", "Failed"], deadline_s=60)
+
+    # Rank 1 stopped for good: rank 0 waits in its allreduce, nothing progresses, and the Hung
+    # diagnosis names the stopped rank (mpirun puts each rank in a process group of its own).
+    os.kill(slow, signal.SIGSTOP)
+    end = time.time() + 40
+    while time.time() < end and not diagnosis(cp, "Hung"):
+        time.sleep(0.2)
+    hung = diagnosis(cp, "Hung")
+    check(len(hung) == 1 and f"rank 1 (pid {slow}, koi) is stopped (SIGSTOP or SIGTSTP)" in hung[0]["message"],
+          "Hung names the stopped rank: %s" % hung)
+    print("ok:", hung[0]["message"])
+    j = cp.wait_phase(A, "dp", ["Succeeded", "Failed"], deadline_s=60)
+    check(j["status"]["phase"] == "Failed" and "no progress" in j["status"]["message"], str(j["status"]))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace koi::process {
@@ -32,26 +33,37 @@ int rank_of(int pid) {
 
 }  // namespace
 
-std::vector<StoppedProcess> stopped_processes(int pgid) {
-  std::vector<StoppedProcess> out;
+std::vector<StoppedProcess> stopped_processes(int root) {
+  struct Entry {
+    int pid = 0, ppid = 0;
+    char state = 0;
+    std::string command;
+  };
+  std::vector<Entry> all;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    // /proc/PID/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses.
+    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
     const std::string stat = read_all("/proc/" + name + "/stat");
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    Entry e;
     std::istringstream rest(stat.substr(close + 1));
-    char state = 0;
-    int ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp) || pgrp != pgid || (state != 'T' && state != 't')) continue;
-    StoppedProcess p;
-    p.pid = std::atoi(name.c_str());
-    p.rank = rank_of(p.pid);
-    const size_t open = stat.find('(');
-    p.command = open == std::string::npos ? "" : stat.substr(open + 1, close - open - 1);
-    out.push_back(std::move(p));
+    if (!(rest >> e.state >> e.ppid)) continue;
+    e.pid = std::atoi(name.c_str());
+    e.command = stat.substr(open + 1, close - open - 1);
+    all.push_back(std::move(e));
+  }
+  std::set<int> tree = {root};  // grown to a fixed point: a child may be listed before its parent
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const Entry& e : all) grew = (tree.count(e.ppid) && tree.insert(e.pid).second) || grew;
+  }
+  std::vector<StoppedProcess> out;
+  for (const Entry& e : all) {
+    if (!tree.count(e.pid) || (e.state != 'T' && e.state != 't')) continue;
+    out.push_back({e.pid, rank_of(e.pid), e.command});
   }
   std::sort(out.begin(), out.end(), [](const StoppedProcess& a, const StoppedProcess& b) { return a.pid < b.pid; });
   return out;

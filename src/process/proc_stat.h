@@ -1,5 +1,6 @@
-// What /proc says about the processes of a group: which of them are stopped (SIGSTOP or
-// SIGTSTP, state T), with the MPI rank each carries in its environment. The control plane's
+// What /proc says about a process tree: which of its processes are stopped (SIGSTOP or
+// SIGTSTP, state T), with the MPI rank each carries in its environment. The tree, not the
+// process group: mpirun puts every rank in a group of its own. The control plane's
 // hang diagnosis names them (cluster/control_plane/local_executor.cc). Linux only; a process
 // that ends during the scan is skipped. Thread-safe (reads files only).
 #pragma once
@@ -15,8 +16,8 @@ struct StoppedProcess {
   std::string command;  // /proc/PID/comm
 };
 
-// The stopped processes whose process group is `pgid`, by pid.
-std::vector<StoppedProcess> stopped_processes(int pgid);
+// The stopped processes among `root` and its descendants, by pid.
+std::vector<StoppedProcess> stopped_processes(int root);
 
 // "rank 1 (pid 4242, koi)" or "pid 4242 (sh)".
 std::string describe(const StoppedProcess& p);
