@@ -2,6 +2,8 @@
 # REST API (tests/cluster_harness.py): tenants and quotas on a 4-GPU inventory, the restart
 # budget across a control-plane kill -9, a kill -9 while jobs run, and koi train jobs that
 # are killed or preempted and resume bit-identically, a job past its memory limit (OOMKilled),
+# diagnoses (a segfault: Crashed; SIGSTOP: Hung naming the process; a slowed MPI rank:
+# Straggler, SlowProgress, then Hung naming the rank; about 25 s),
 # a 2-replica koi train job run as 2 MPI ranks, pipelines, and tenant isolation
 # with malformed specs for models and pipelines.
 foreach(t tenants budget_restart crash hang crashed straggler train_resume train_preempt oom train_mpi pipeline isolation)
