@@ -2,10 +2,12 @@
 # REST API (tests/cluster_harness.py): tenants and quotas on a 4-GPU inventory, the restart
 # budget across a control-plane kill -9, a kill -9 while jobs run, and koi train jobs that
 # are killed or preempted and resume bit-identically, a job past its memory limit (OOMKilled),
+# diagnoses (a segfault: Crashed; SIGSTOP: Hung naming the process; a slowed MPI rank:
+# Straggler, SlowProgress, then Hung naming the rank; about 25 s),
 # a 2-replica koi train job run as 2 MPI ranks, pipelines, and tenant isolation
 # with malformed specs for models and pipelines, and live scheduling against `koi sim` (one
 # workload; cluster_sim_agree_seeds, slow, runs four more).
-foreach(t tenants budget_restart crash hang train_resume train_preempt oom train_mpi pipeline isolation sim_agree)
+foreach(t tenants budget_restart crash hang crashed straggler train_resume train_preempt oom train_mpi pipeline isolation sim_agree)
   add_test(NAME cluster_${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cluster_${t}.py)
   set_tests_properties(cluster_${t} PROPERTIES
     ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"

@@ -80,6 +80,10 @@ try:
     d = env.wait("fortunes", lambda d: d["status"]["phase"] == "Degraded" and len(d["status"]["replicas"]) == 2
                  and all(r["version"] == 2 for r in d["status"]["replicas"]), "v3's replicas stopped", 60)
     check(d["status"]["version"] == 2 and "rolled back" in d["status"]["message"], "status: " + d["status"]["message"])
+    failing = [c for c in d["status"]["conditions"] if c["type"] == "VersionFailing"]
+    check(len(failing) == 1 and failing[0]["status"] == "True" and failing[0]["reason"] == "SloBreached"
+          and failing[0]["message"].startswith("v3 failed (SloBreached: maxErrorRate broken) since ")
+          and failing[0]["message"].endswith("; serving v2"), "the VersionFailing condition: %s" % failing)
     bad = Env.finish(load)
     print("load during the bad canary:", bad, flush=True)
     check(all("context length" in f for f in bad["failures"]), "the only failures are v3's refusals: %s" % bad["failures"])

@@ -38,3 +38,10 @@ set_tests_properties(serve_speculative_greedy_is_identical PROPERTIES LABELS int
 add_test(NAME serve_kv_default_follows_the_machine
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/serve_kv_default.sh $<TARGET_FILE:koi>)
 set_tests_properties(serve_kv_default_follows_the_machine PROPERTIES LABELS integration TIMEOUT 300)
+# koi serve --profile and koi bench offline --profile: the engine's Chrome trace checked by
+# tests/trace_check.py (nested spans, every step's parts and layers, step spans within 5% of
+# koi:engine_step_duration_seconds_sum, one span per request). A few seconds.
+add_test(NAME serve_profile_trace COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_profile.py)
+set_tests_properties(serve_profile_trace PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
+  LABELS integration TIMEOUT 120)

@@ -24,6 +24,8 @@ std::string escape(const std::string& s) {
 
 }  // namespace
 
+std::string quote(const std::string& s) { return "\"" + escape(s) + "\""; }
+
 Recorder::Recorder(int pid) : pid_(pid), origin_(Clock::now()) {}
 
 void Recorder::name_track(int tid, const std::string& name) {

@@ -7,6 +7,9 @@
 // that starts inside another ends inside it). Span is the RAII form: it records from its
 // construction to its destruction, and does nothing with a null recorder, so code can always
 // open spans and pay one branch when profiling is off. Thread-safe (a mutex per record).
+// Users: `koi train --profile` (train/trainer.cc, train/llama_train.cc) and the engine's step
+// loop (`koi serve --profile`, `koi bench offline --profile`: engine/step_trace.h, with the
+// model's per-layer spans from model/llama.cc).
 #pragma once
 
 #include <chrono>
@@ -25,6 +28,13 @@ class Recorder {
 
   // pid: the process id shown in the trace (e.g. the rank).
   explicit Recorder(int pid = 0);
+
+  // The time point of `steady_ns`, nanoseconds since the steady clock's epoch: what
+  // SystemClock::now_ns() returns (base/clock.h), so code timed with a koi::Clock records the
+  // very instants it measured. Times from a FakeClock land before the recorder's origin.
+  static Clock::time_point at_ns(int64_t steady_ns) {
+    return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(steady_ns)));
+  }
 
   // Names a track ("step loop", "checkpoint writer").
   void name_track(int tid, const std::string& name);
@@ -51,6 +61,9 @@ class Recorder {
   std::vector<Event> events_;
   std::vector<std::pair<int, std::string>> tracks_;
 };
+
+// `s` as a JSON string literal, quotes included (for span args).
+std::string quote(const std::string& s);
 
 // Records [construction, destruction) on `recorder` (nothing when it is null).
 class Span {

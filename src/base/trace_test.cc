@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "base/clock.h"
+
 namespace koi::trace {
 namespace {
 
@@ -45,6 +47,17 @@ TEST(Trace, ArgsAreEmbedded) {
   r.record("step", "step", t, t + std::chrono::microseconds(5), 0, "\"step\":7");
   EXPECT_NE(r.to_json().find("\"dur\":5.000,\"args\":{\"step\":7}}"), std::string::npos) << r.to_json();
 }
+
+TEST(Trace, AtNsIsTheInstantSystemClockMeasured) {
+  const int64_t ns = SystemClock::instance().now_ns();
+  const auto t = Recorder::at_ns(ns);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(), ns);
+  Recorder r;
+  r.record("span", "test", Recorder::at_ns(ns + 1000), Recorder::at_ns(ns + 3500));
+  EXPECT_NE(r.to_json().find("\"dur\":2.500"), std::string::npos) << r.to_json();
+}
+
+TEST(Trace, QuoteEscapesAJsonString) { EXPECT_EQ(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\""); }
 
 }  // namespace
 }  // namespace koi::trace

@@ -4,6 +4,9 @@
 // against the file size and the KV cache. Both run as one request through the Engine, built
 // as every command builds it (engine/engine_builder.h): pp is a request of --prompt tokens
 // and one output token, tg a request of one token and --gen outputs (greedy; no text).
+// --mfu adds pp's model FLOPs utilisation: the forward FLOPs per token at T = --prompt
+// (train/flops.h, per layer) times pp's tokens/s, over the machine's measured fp32 matmul peak
+// (train::measure_peak_flops on as many threads as the engine's).
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -17,6 +20,7 @@
 #include "cli/engine_flags.h"
 #include "engine/engine_builder.h"
 #include "kernels/isa.h"
+#include "train/flops.h"
 
 namespace koi::cli {
 namespace {
@@ -27,6 +31,7 @@ struct ModelBenchOptions {
   int gen = 128;
   int repetitions = 3;
   std::string json;
+  bool mfu = false;
 };
 
 struct Figure {
@@ -52,6 +57,14 @@ Result<double> run_request(engine::Engine& core, engine::RequestSpec request) {
   KOI_RETURN_IF_ERROR(core.add_request(std::move(request)));
   while (core.has_unfinished()) KOI_RETURN_IF_ERROR(core.step().status());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// CPU seconds (user and system, every thread) this process has used.
+double cpu_seconds() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 int run_model_bench(ModelBenchOptions o) {
@@ -85,9 +98,12 @@ int run_model_bench(ModelBenchOptions o) {
   };
 
   std::vector<double> pp, tg;
+  double pp_cpu_secs = 0, pp_wall_secs = 0;  // the measured pp runs'
   for (int rep = 0; rep < o.repetitions + 1; ++rep) {  // the first repetition warms up and is dropped
+    const double cpu_before = cpu_seconds();
     auto pp_secs = run_request(core, request(o.prompt, 1));
     if (!pp_secs.ok()) return fail(pp_secs.status().message());
+    if (rep > 0) pp_cpu_secs += cpu_seconds() - cpu_before, pp_wall_secs += *pp_secs;
     auto tg_secs = run_request(core, request(1, o.gen));
     if (!tg_secs.ok()) return fail(tg_secs.status().message());
     if (rep > 0) {
@@ -110,6 +126,22 @@ int run_model_bench(ModelBenchOptions o) {
   std::printf("tg%d: %8.2f ± %.2f tokens/s\n", o.gen, ftg.mean, ftg.stddev);
   std::printf("peak RSS %.0f MiB; file %.0f MiB + KV cache %.0f MiB = %.0f MiB\n", rss_mb, file_mb, kv_mb,
               file_mb + kv_mb);
+  if (o.mfu) {
+    const double flops_per_token = train::model_flops(c, o.prompt).forward_per_token();
+    ThreadPool pool(threads);
+    const double peak = train::measure_peak_flops(&pool);
+    const double achieved = flops_per_token * fpp.mean;
+    std::printf("pp%d MFU %.3f: %.3f GFLOP per token (T %d) x %.2f tokens/s = %.1f GFLOP/s of a measured %.1f GFLOP/s "
+                "peak (fp32 matmul 256x1024x1024, best of 30, %d threads)\n",
+                o.prompt, achieved / peak, flops_per_token / 1e9, o.prompt, fpp.mean, achieved / 1e9, peak / 1e9,
+                threads);
+    // On a shared machine the threads may not run all the time: the same figure per thread-second
+    // of CPU the pp runs got is what a quiet machine would approach.
+    const double thread_secs = pp_cpu_secs / threads;
+    std::printf("pp%d MFU by CPU time %.3f: the pp runs had %.0f%% of %d threads' wall time\n", o.prompt,
+                thread_secs > 0 ? flops_per_token * o.prompt * o.repetitions / thread_secs / peak : 0.0,
+                100.0 * thread_secs / pp_wall_secs, threads);
+  }
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     out << "{\"model\":\"" << eo.model << "\",\"threads\":" << threads << ",\"pp\":" << o.prompt
@@ -128,6 +160,8 @@ Runner setup_model_bench(CLI::App* app) {
   app->add_option("-n,--gen", o->gen, "generated tokens for tg")->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "measured runs (after one warm-up)")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
+  app->add_flag("--mfu", o->mfu,
+                "also print pp's model FLOPs utilisation against the measured fp32 matmul peak (docs/observability.md)");
   return [o] { return run_model_bench(*o); };
 }
 

@@ -12,6 +12,7 @@
 #include "base/random.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/profile.h"
 #include "engine/engine_builder.h"
 
 namespace koi::cli {
@@ -31,6 +32,7 @@ struct OfflineOptions {
   std::string trace;
   uint64_t seed = 1;
   std::string json;
+  std::string profile;
 };
 
 struct Shape {
@@ -70,6 +72,8 @@ double percentile(std::vector<double> v, double p) {
 int run_offline(OfflineOptions o) {
   engine::EngineOptions& eo = o.engine;
   eo.seed = o.seed;
+  auto profile = ProfileFile::open(o.profile);
+  if (!profile.ok()) return fail(profile.status().message());
   auto host = engine::load_engine_models(eo);
   if (!host.ok()) return fail(host.status().message());
   const model::ModelConfig& cfg = (*host)->model.model->config();
@@ -93,6 +97,7 @@ int run_offline(OfflineOptions o) {
     eo.max_num_seqs = conc;
     if (Status s = engine::start_engine(**host, eo); !s.ok()) return fail(s.message());
     engine::Engine& eng = *(*host)->engine;
+    eng.set_trace(profile->recorder());  // the levels follow each other on the same tracks
     if (!printed_header) {
       const int blocks = eng.kv_cache().pool().num_blocks();
       std::printf("model %s: %d layers, dim %d, %.2fB parameters; KV cache %d blocks (%lld tokens)\n",
@@ -171,6 +176,7 @@ int run_offline(OfflineOptions o) {
     out << json;
     if (!out) return fail(o.json + ": cannot write the JSON results");
   }
+  if (Status s = profile->finish(); !s.ok()) return fail(s.message());
   return 0;
 }
 
@@ -186,6 +192,9 @@ Runner setup_offline(CLI::App* app) {
   app->add_option("--trace", o->trace, "take request shapes from an Azure LLM trace CSV instead");
   app->add_option("--seed", o->seed, "seed for prompts, trace sampling and the engine")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
+  app->add_option("--profile", o->profile,
+                  "write a Chrome trace (Perfetto JSON) of the engine's steps and requests to FILE (as koi serve "
+                  "--profile)");
   return [o] { return run_offline(*o); };
 }
 

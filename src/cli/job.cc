@@ -120,6 +120,16 @@ int run_describe(const JobFlags& f) {
                   json::serialize(r.at("gpus")).c_str(), json_text(r, {"dir"}).c_str());
     }
   }
+  if (const json::value* conds = j.at("status").as_object().if_contains("conditions"); conds && !conds->as_array().empty()) {
+    std::printf("Conditions:\n");
+    std::vector<std::vector<std::string>> rows{{"  TYPE", "STATUS", "REASON", "MESSAGE"}};
+    for (const json::value& c : conds->as_array()) {
+      std::string message = json_text(c, {"message"});
+      if (const size_t nl = message.find('\n'); nl != std::string::npos) message = message.substr(0, nl) + " ...";
+      rows.push_back({"  " + json_text(c, {"type"}), json_text(c, {"status"}), json_text(c, {"reason"}), message});
+    }
+    print_table(rows);
+  }
   const std::string tail = json_text(j, {"status", "logTail"});
   if (!tail.empty()) std::printf("Log tail:\n%s%s", tail.c_str(), tail.ends_with('\n') ? "" : "\n");
   std::printf("Events:\n");

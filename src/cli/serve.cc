@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/profile.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
@@ -33,6 +34,7 @@ struct ServeOptions {
   int kv_port = 0;                    // --kv-port: the prefill role's KV transfer listener
   double kv_transfer_timeout_s = 30;  // --kv-transfer-timeout: the decode role's lease on reserved blocks
   bool kv_events = false;             // --kv-events: publish prefix-cache changes
+  std::string profile;                // --profile: Chrome trace of the engine's steps, written at shutdown
   std::string kv_cache_gb;  // the old spelling of --kv-cache-memory: an error that says so
 };
 
@@ -58,9 +60,12 @@ int run_serve(ServeOptions o) {
   }
   if (o.max_waiting < 1) return fail("--max-waiting must be at least 1, got " + std::to_string(o.max_waiting));
   o.engine.publish_kv_events = o.kv_events;
+  auto profile = ProfileFile::open(o.profile);
+  if (!profile.ok()) return fail(profile.status().message());
   auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;
+  core.set_trace(profile->recorder());
   const tokenizer::Tokenizer& tok = (*host)->model.tokenizer;
   std::string template_source;
   if (!o.chat_template.empty()) {
@@ -114,7 +119,9 @@ int run_serve(ServeOptions o) {
     server.run();
   }
   // The drain is over: serve::Server's destructor left SIGTERM and SIGINT ignored while the
-  // model is torn down.
+  // model is torn down. The engine thread ends before the profile is read.
+  service.stop();
+  if (Status s = profile->finish(); !s.ok()) return fail(s.message());
   return 0;
 }
 
@@ -136,6 +143,9 @@ Runner setup_serve(CLI::App* app) {
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--shutdown-timeout", s.shutdown_timeout_s, "seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
+  app->add_option("--profile", o->profile,
+                  "write a Chrome trace (Perfetto JSON) of the engine to FILE at shutdown: steps (schedule, forward "
+                  "per layer and op, sample, update) and each request (waiting, prefill, decode)");
   app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();
   app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
   app->add_option("--role", o->role,

@@ -11,8 +11,8 @@
 
 #include "base/file.h"
 #include "base/metrics.h"
-#include "base/trace.h"
 #include "cli/command.h"
+#include "cli/profile.h"
 #include "net/metrics_server.h"
 #include "train/checkpoint.h"
 #include "train/collectives.h"
@@ -84,17 +84,11 @@ int run_train(const TrainOptions& o) {
     metrics_server = std::move(*started);
     std::fprintf(stderr, "metrics at http://%s:%d/metrics\n", o.metrics_host.c_str(), metrics_server->port());
   }
-  std::unique_ptr<trace::Recorder> recorder;
-  if (!o.profile.empty() && (*comm)->rank() == 0) {
-    // Fail now, not after hours of training, when the file cannot be written.
-    if (Status s = write_file_atomic(o.profile, "{\"traceEvents\":[]}\n"); !s.ok()) return fail("--profile: " + s.message());
-    recorder = std::make_unique<trace::Recorder>();
-  }
-  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry, recorder.get());
-  if (recorder) {
-    if (Status s = recorder->write(o.profile); !s.ok()) return fail("--profile: " + s.message());
-    std::fprintf(stderr, "profile: %zu spans in %s (open it in ui.perfetto.dev)\n", recorder->size(), o.profile.c_str());
-  }
+  // Rank 0 profiles; the file fails now, not after hours of training, when it cannot be written.
+  auto profile = ProfileFile::open((*comm)->rank() == 0 ? o.profile : std::string());
+  if (!profile.ok()) return fail(profile.status().message());
+  auto result = train::run_training(*config, o.resume, &g_stop, comm->get(), &registry, profile->recorder());
+  if (Status s = profile->finish(); !s.ok()) return fail(s.message());
   if (!result.ok()) {
     const int code = fail(result.status().message());
     if ((*comm)->size() == 1) return code;

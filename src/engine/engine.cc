@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "engine/step_trace.h"
 
 namespace koi::engine {
 
@@ -77,6 +78,13 @@ Result<std::unique_ptr<Request>> Engine::make_request(RequestSpec& spec) {
   return request;
 }
 
+Engine::~Engine() = default;
+
+void Engine::set_trace(trace::Recorder* trace) {
+  trace_ = trace ? std::make_unique<StepTrace>(trace) : nullptr;
+  runner_.set_trace(trace);
+}
+
 Status Engine::add_request(RequestSpec spec) {
   std::shared_ptr<KvImport> import = std::move(spec.kv_import);
   Status added = add(std::move(spec), import);
@@ -92,6 +100,7 @@ Status Engine::add(RequestSpec spec, std::shared_ptr<KvImport> import) {
   std::shared_ptr<KvExport> export_ticket = std::move(spec.kv_export);
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Request> request, make_request(spec));
   KOI_RETURN_IF_ERROR(scheduler_.check_new(*request));
+  if (trace_) trace_->added(request->id, request->num_prompt_tokens, clock_.now_ns());
   if (import) {
     add_import(std::move(request), std::move(import));
     return ok_status();
@@ -140,14 +149,19 @@ Result<std::vector<RequestOutput>> Engine::step() {
   // First tokens of requests prefilled elsewhere go out at once, before the next forward.
   std::vector<RequestOutput> outputs = std::move(pending_);
   pending_.clear();
-  if (!outputs.empty()) return outputs;
+  if (!outputs.empty()) {
+    if (trace_) trace_->outputs(outputs, clock_.now_ns());
+    return outputs;
+  }
   const SchedulerOutput plan = scheduler_.schedule();
   if (plan.scheduled.empty()) {
     for (RequestOutput& out : scheduler_.take_aborted()) outputs.push_back(std::move(out));
     drop_finished_exports();
+    if (trace_) trace_->outputs(outputs, clock_.now_ns());
     return outputs;
   }
   const int64_t scheduled_ns = clock_.now_ns();
+  if (trace_) trace_->scheduled(plan, scheduled_ns);
   StepStats step = batch_composition(plan);
 
   build_batch(plan);
@@ -169,6 +183,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     counters_.num_draft_tokens += static_cast<int64_t>(num_rows - 1);
     counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
   }
+  const int64_t sampled_ns = clock_.now_ns();
   export_kv(plan, new_tokens);
   for (RequestOutput& out : scheduler_.take_aborted()) outputs.push_back(std::move(out));
   for (RequestOutput& out : scheduler_.update(plan, new_tokens)) {
@@ -181,12 +196,17 @@ Result<std::vector<RequestOutput>> Engine::step() {
 
   ++counters_.num_steps;
   counters_.num_computed_tokens += plan.num_batched_tokens;
-  busy_ns_ += clock_.now_ns() - start_ns;
+  const int64_t end_ns = clock_.now_ns();
+  busy_ns_ += end_ns - start_ns;
   step.schedule_seconds = (scheduled_ns - start_ns) * 1e-9;
   step.forward_seconds = (forward_done_ns - scheduled_ns) * 1e-9;
-  step.total_seconds = (clock_.now_ns() - start_ns) * 1e-9;
+  step.total_seconds = (end_ns - start_ns) * 1e-9;
   step.number = counters_.num_steps;
   last_step_ = step;
+  if (trace_) {
+    trace_->step({start_ns, scheduled_ns, forward_done_ns, sampled_ns, end_ns}, step);
+    trace_->outputs(outputs, end_ns);
+  }
   return outputs;
 }
 

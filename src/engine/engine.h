@@ -31,6 +31,7 @@
 #include "base/clock.h"
 #include "base/random.h"
 #include "base/status.h"
+#include "base/trace.h"
 #include "engine/draft_model.h"
 #include "grammar/matcher.h"
 #include "engine/kv_cache_manager.h"
@@ -43,6 +44,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace koi::engine {
+
+class StepTrace;
 
 struct EngineConfig {
   int block_size = 16;                // tokens per KV block
@@ -115,6 +118,12 @@ class Engine {
   // `runner` must outlive the engine; its KvCache has config.num_kv_blocks blocks of
   // config.block_size tokens. config.speculative must pass validate(config.speculative, runner).
   Engine(EngineConfig config, ModelRunner& runner, const Clock& clock = SystemClock::instance());
+  ~Engine();
+
+  // From now on the steps, the runner's forward passes and the requests added from here on are
+  // recorded on `trace` (engine/step_trace.h: tracks, span names); nullptr stops recording.
+  // Needs the engine on SystemClock (its instants are the trace's). `trace` must outlive its use.
+  void set_trace(trace::Recorder* trace);
 
   // Queues a request. Fails with a message naming the problem for invalid sampling
   // parameters, token ids outside the vocabulary, a taken id, or a prompt that can never fit.
@@ -190,6 +199,7 @@ class Engine {
   EngineStats counters_;
   int64_t busy_ns_ = 0;
   StepStats last_step_;
+  std::unique_ptr<StepTrace> trace_;  // set by set_trace
 };
 
 }  // namespace koi::engine

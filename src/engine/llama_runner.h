@@ -24,6 +24,7 @@ class LlamaRunner final : public ModelRunner {
 
   const model::KvCache& kv_cache() const { return kv_; }
   model::KvCache* kv_memory() override { return &kv_; }
+  void set_trace(trace::Recorder* trace) override { model_.set_trace(trace); }
   int num_threads() const { return pool_.num_threads(); }
 
  private:

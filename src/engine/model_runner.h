@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/status.h"
+#include "base/trace.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 
@@ -25,6 +26,9 @@ class ModelRunner {
   // engine/kv_transfer.h); null when the runner has none to share (then the engine cannot
   // take part in a transfer).
   virtual model::KvCache* kv_memory() { return nullptr; }
+  // Optional: from now on forward() records its parts (layers, ops) as spans on track 0 of
+  // `trace`, inside the engine's "forward" span; nullptr stops it. Default: records nothing.
+  virtual void set_trace(trace::Recorder* trace) { (void)trace; }
 };
 
 }  // namespace koi::engine

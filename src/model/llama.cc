@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "kernels/attention.h"
@@ -156,16 +157,20 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   ensure(up_, T * ffn);
 
   // Embedding: x[t] = token_embd[token_ids[t]]   (T, dim)
+  std::optional<trace::Span> span(std::in_place, trace_, "embed", "op");
   for (int64_t t = 0; t < T; ++t) {
     dequantize_row(weights_.token_embd.type, weights_.token_embd.row(batch.token_ids[t]), x_.data() + t * dim, dim);
   }
   if (c.embedding_scale != 1.0f) {
     for (int64_t i = 0; i < T * dim; ++i) x_[i] *= c.embedding_scale;
   }
+  span.reset();
 
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = weights_.layers[layer];
+    const trace::Span layer_span(trace_, trace_ ? "layer " + std::to_string(layer) : std::string(), "layer");
     // Attention block. xn = rmsnorm(x)  (T, dim); q (T, q_dim); k, v (T, kv_dim)
+    span.emplace(trace_, "qkv", "op");
     for (int64_t t = 0; t < T; ++t) {
       kernels::rmsnorm(x_.data() + t * dim, L.attn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
     }
@@ -194,12 +199,15 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       std::copy_n(k_.data() + t * kvd, kvd, kv.k(layer, slot));
       std::copy_n(v_.data() + t * kvd, kvd, kv.v(layer, slot));
     }
+    span.emplace(trace_, "attention", "op");
     attention(batch, kv, layer, pool);
+    span.emplace(trace_, "wo", "op");
     kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
 
     // Feed-forward block (SwiGLU, or GeGLU for Gemma): x += down(act(gate(xn)) * up(xn))   gate, up (T, ffn)
+    span.emplace(trace_, "ffn up", "op");
     for (int64_t t = 0; t < T; ++t) {
       kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
     }
@@ -210,10 +218,13 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     } else {
       kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
     }
+    span.emplace(trace_, "ffn down", "op");
     kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+    span.reset();  // inside the layer's span
   }
+  span.emplace(trace_, "head", "layer");
 
   // Final norm and classifier, only for the rows whose logits are wanted.  (R, dim) -> (R, vocab)
   const int64_t R = static_cast<int64_t>(batch.logit_indices.size());

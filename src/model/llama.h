@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "base/trace.h"
 #include "kernels/attention.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -36,6 +37,12 @@ class LlamaModel {
   // token ids in the vocabulary), then computes; logits is [logit_indices.size(), n_vocab].
   Status forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool);
 
+  // From now on forward() records its parts on track 0 of `trace` (the engine's profile):
+  // "embed", per layer "layer N" holding "qkv" (norm, projections, rope, KV write),
+  // "attention", "wo", "ffn up" (norm, gate and up, activation) and "ffn down", then "head".
+  // nullptr (the default): nothing is recorded. `trace` must outlive its use here.
+  void set_trace(trace::Recorder* trace) { trace_ = trace; }
+
  private:
   void attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
   // Scaled, soft-capped or sliding-window layers: the per-(token, head) loop.
@@ -47,6 +54,7 @@ class LlamaModel {
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
+  trace::Recorder* trace_ = nullptr;
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names

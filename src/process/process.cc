@@ -97,6 +97,16 @@ class LogFiles {
 
 }  // namespace
 
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+bool is_crash_signal(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT || sig == SIGTRAP ||
+         sig == SIGSYS;
+}
+
 std::string ExitStatus::describe() const {
   if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
   return "exited with status " + std::to_string(code);

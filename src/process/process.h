@@ -64,6 +64,12 @@ struct ExitStatus {
   std::string describe() const;
 };
 
+// "SIGSEGV" for 11 (sigabbrev_np), "signal 70" for a number without a name.
+std::string signal_name(int sig);
+// Whether `sig` is one the kernel sends a program for its own fault (SIGSEGV, SIGBUS, SIGILL,
+// SIGFPE, SIGABRT, SIGTRAP, SIGSYS): a crash, not a kill from outside.
+bool is_crash_signal(int sig);
+
 class Process {
  public:
   static Result<Process> launch(const LaunchOptions& options);

@@ -678,6 +678,16 @@ void DeploymentController::finish_status(Work& w) {
                 fmt::format("{} of {} ready", ready, st.desired), w.now);
   set_condition(st.conditions, "Progressing", st.rollout.has_value(), st.rollout ? st.rollout->cause : "Stable",
                 st.rollout ? st.message : "", w.now);
+  // The diagnosis (docs/cluster.md#diagnoses): the version the deployment should serve failed
+  // and was rolled back; which SLO or replica failure, since when.
+  const std::string slo = jstr(st.last_rollback, "slo");
+  set_condition(st.conditions, "VersionFailing", rolled_back, rolled_back ? jstr(st.last_rollback, "reason") : "None",
+                rolled_back ? fmt::format("{} failed ({}{}) since {}: {}; serving {}", version_name(w.resolved->version),
+                                          jstr(st.last_rollback, "reason"), slo.empty() ? "" : ": " + slo + " broken",
+                                          jstr(st.last_rollback, "since"), jstr(st.last_rollback, "message"),
+                                          version_name(st.version))
+                            : "",
+                w.now);
 }
 
 }  // namespace koi::cluster

@@ -26,6 +26,8 @@
 //   signal()     sends a signal to the replica's whole process tree
 //   stop()       SIGKILL to the whole tree
 //   logs()       bytes of the replica's log from `offset` (at most `max_bytes`)
+//   stopped()    optional (default: none known): the replica's processes that are stopped
+//                (SIGSTOP, SIGTSTP), each with its MPI rank: what a hang diagnosis names
 //   detach()     on shutdown: leaves the replicas running for the next control plane
 // Called from the reconciler's thread only (logs() also from API threads: it reads files).
 #pragma once
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "process/proc_stat.h"
 #include "cluster/types.h"
 
 namespace koi::cluster {
@@ -86,6 +89,10 @@ class Executor {
   virtual Status signal(const ReplicaHandle& replica, int sig) = 0;
   virtual Status stop(const ReplicaHandle& replica) { return signal(replica, SIGKILL); }
   virtual Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const = 0;
+  virtual std::vector<process::StoppedProcess> stopped(const ReplicaHandle& replica) const {
+    (void)replica;
+    return {};
+  }
   virtual void detach() = 0;
 };
 

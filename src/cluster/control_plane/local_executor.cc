@@ -163,6 +163,12 @@ Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {
   return ok_status();
 }
 
+std::vector<process::StoppedProcess> LocalExecutor::stopped(const ReplicaHandle& replica) const {
+  const Id id = parse_id(replica.id);
+  if (id.pid <= 0 || process_start_time(id.pid) != id.start) return {};  // gone: nothing stopped
+  return process::stopped_processes(id.pid);
+}
+
 Result<std::string> read_replica_log(const std::string& dir, int64_t offset, int64_t max_bytes) {
   const std::string path = path_join(dir, "log");
   std::ifstream f(path, std::ios::binary);

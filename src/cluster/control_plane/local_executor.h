@@ -45,6 +45,8 @@ class LocalExecutor : public Executor {
   std::optional<ReplicaHandle> find(const std::string& dir) override;
   Status signal(const ReplicaHandle& replica, int sig) override;
   Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const override;
+  // The stopped processes of the replica's tree: the wrapper, its command and (mpirun) the ranks.
+  std::vector<process::StoppedProcess> stopped(const ReplicaHandle& replica) const override;
   void detach() override;
 
  private:

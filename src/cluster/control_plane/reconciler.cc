@@ -7,11 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <cstring>
+#include <fstream>
 #include <set>
 
 #include "base/file.h"
 #include "base/logging.h"
+#include "cluster/control_plane/train_pace.h"
 #include "cluster/quota.h"
+#include "process/proc_stat.h"
 #include "process/process.h"
 
 namespace koi::cluster {
@@ -154,10 +158,30 @@ std::string replica_dir(const std::string& work_dir, const std::string& ns, cons
 
 namespace {
 
-// "replica 0 exited with status 3"; an OOM kill says so, with the limit, the peak and a hint.
+constexpr int kLogTailLines = 10;  // of a diagnosis's message
+
+// The last `n` lines of `text` (without a trailing newline).
+std::string last_lines(const std::string& text, int n) {
+  size_t end = text.size();
+  while (end > 0 && text[end - 1] == '\n') --end;
+  size_t begin = end;
+  int lines = 0;
+  while (begin > 0) {
+    if (text[begin - 1] == '\n' && ++lines == n) break;
+    --begin;
+  }
+  return text.substr(begin, end - begin);
+}
+
+// "replica 0 exited with status 3", "replica 0 killed by signal 11 (SIGSEGV: Segmentation
+// fault)"; an OOM kill says so, with the limit, the peak and a hint.
 std::string failure_message(const JobObject& job, const ReplicaRecord& r, size_t index) {
   process::ExitStatus e;
   e.code = r.exit_code, e.signal = r.signal;
+  if (r.signal != 0 && !r.oom_killed) {
+    return fmt::format("replica {} killed by signal {} ({}: {})", index, r.signal, process::signal_name(r.signal),
+                       ::strsignal(r.signal));
+  }
   if (!r.oom_killed) return fmt::format("replica {} {}", index, e.describe());
   return fmt::format("replica {} was killed by the kernel's OOM killer at its memory limit of {} MiB (peak {:.1f} MiB): "
                      "raise spec.resources.memoryMiB or make the job use less",
@@ -195,6 +219,73 @@ std::string Reconciler::log_tail(const JobObject& job) const {
   const ReplicaRecord& r = job.status.replicas[0];
   auto text = executor_.logs(ReplicaHandle{r.id, r.dir}, -kLogTailBytes, kLogTailBytes);
   return text.ok() ? *text : "";
+}
+
+void Reconciler::diagnose(JobObject& job, const std::string& code, const std::string& message, double now,
+                          std::vector<Event>& events) {
+  std::vector<Condition>& conds = job.status.conditions;
+  auto it = std::find_if(conds.begin(), conds.end(), [&](const Condition& c) { return c.type == code; });
+  if (it == conds.end()) it = conds.insert(conds.end(), Condition{code, "True", code, "", ""});
+  it->status = "True", it->reason = code, it->message = message, it->last_transition_time = rfc3339(now);
+  event(events, job, "Warning", code, message, now);
+}
+
+std::string Reconciler::hang_cause(const JobObject& job) const {
+  std::vector<std::string> stopped;
+  std::set<std::string> seen;  // an MPI gang's replicas share one launch
+  for (const ReplicaRecord& r : job.status.replicas) {
+    if (r.exited || r.lost || !seen.insert(r.id).second) continue;
+    for (const process::StoppedProcess& p : executor_.stopped(ReplicaHandle{r.id, r.dir})) {
+      stopped.push_back(process::describe(p));
+    }
+  }
+  if (!stopped.empty()) {
+    std::string names;
+    for (const std::string& n : stopped) names += (names.empty() ? "" : ", ") + n;
+    return fmt::format("{} {} stopped (SIGSTOP or SIGTSTP): continue it (SIGCONT) or find who stopped it", names,
+                       stopped.size() == 1 ? "is" : "are");
+  }
+  const std::string tail = last_lines(log_tail(job), kLogTailLines);
+  return "no process is stopped (a deadlock or a hung collective?); the last lines of its log:\n" + tail;
+}
+
+namespace {
+
+// The last `max_bytes` of the file at `path` ("" when it cannot be read).
+std::string file_tail(const std::string& path, int64_t max_bytes) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "";
+  f.seekg(0, std::ios::end);
+  const int64_t size = f.tellg();
+  const int64_t n = std::min(size, max_bytes);
+  std::string out(static_cast<size_t>(std::max<int64_t>(n, 0)), '\0');
+  f.seekg(size - n);
+  f.read(out.data(), n);
+  out.resize(static_cast<size_t>(f.gcount()));
+  return out;
+}
+
+// Whether `code` was diagnosed in this attempt with a message starting with `prefix`.
+bool diagnosed(const JobStatus& st, const std::string& code, const std::string& prefix) {
+  return std::any_of(st.conditions.begin(), st.conditions.end(), [&](const Condition& c) {
+    return c.type == code && c.status == "True" && c.message.starts_with(prefix);
+  });
+}
+
+}  // namespace
+
+void Reconciler::judge_pace(JobObject& job, double now, std::vector<Event>& events) {
+  if (job.spec.kind != JobKind::kTrain && job.spec.kind != JobKind::kFinetune) return;
+  const std::vector<StepPace> steps =
+      parse_pace(file_tail(path_join(checkpoint_dir(job), "metrics.jsonl"), kPaceTailBytes));
+  const std::string attempt = fmt::format("attempt {}: ", job.status.attempts);
+  if (const std::optional<Straggler> s = find_straggler(steps)) {
+    const std::string prefix = attempt + fmt::format("rank {} ", s->rank);
+    if (!diagnosed(job.status, "Straggler", prefix)) diagnose(job, "Straggler", attempt + s->message(), now, events);
+  }
+  if (const std::optional<Slowdown> s = find_slowdown(steps)) {
+    if (!diagnosed(job.status, "SlowProgress", attempt)) diagnose(job, "SlowProgress", attempt + s->message(), now, events);
+  }
 }
 
 double Reconciler::last_progress(const JobObject& job) const {
@@ -661,8 +752,17 @@ Status Reconciler::reconcile_once(double now) {
             st.last_exit_code = failed->exit_code;
             st.last_signal.reset();
           }
-          begin_stop(job, "ReplicaFailed", failure_message(job, *failed, replica_index), now, events);
-          if (failed->oom_killed) event(events, job, "Warning", "OOMKilled", failure_message(job, *failed, replica_index), now);
+          const std::string why = failure_message(job, *failed, replica_index);
+          begin_stop(job, "ReplicaFailed", why, now, events);
+          if (failed->oom_killed) {
+            diagnose(job, "OOMKilled", why, now, events);
+          } else if (process::is_crash_signal(failed->signal)) {
+            diagnose(job, "Crashed",
+                     fmt::format("replica {} crashed with {} ({}); the last lines of its log:\n{}", replica_index,
+                                 process::signal_name(failed->signal), ::strsignal(failed->signal),
+                                 last_lines(log_tail(job), kLogTailLines)),
+                     now, events);
+          }
         } else if (lost) {
           begin_stop(job, "Lost",
                      fmt::format("replica {} was lost{}", lost - st.replicas.data(),
@@ -681,10 +781,12 @@ Status Reconciler::reconcile_once(double now) {
                    now - std::max(st.start_time, last_progress(job)) > job.spec.hang_timeout_seconds) {
           st.last_exit_code.reset();
           st.last_signal = SIGKILL;
-          begin_stop(job, "Hung",
-                     fmt::format("no progress (log or metrics.jsonl) for hangTimeoutSeconds {:g}",
-                                 job.spec.hang_timeout_seconds),
-                     now, events);
+          const std::string why = fmt::format("no progress (log or metrics.jsonl) for hangTimeoutSeconds {:g}; {}",
+                                              job.spec.hang_timeout_seconds, hang_cause(job));
+          diagnose(job, "Hung", why, now, events);
+          begin_stop(job, "Hung", why, now, events);
+        } else {
+          judge_pace(job, now, events);
         }
       }
       if (!st.terminating.empty()) {

@@ -142,6 +142,16 @@ class Reconciler {
   void handle_failure(JobObject& job, int exit_code, int signal, const std::string& detail, double now,
                       std::vector<Event>& events);
   bool poll_replicas(JobObject& job);  // true when every replica has ended
+  // A diagnosis (docs/cluster.md#diagnoses): the condition `code` (True, with the message)
+  // on the job's status and a Warning event with reason `code`.
+  void diagnose(JobObject& job, const std::string& code, const std::string& message, double now,
+                std::vector<Event>& events);
+  // What a job that made no progress is stuck on: the stopped processes (named by rank), or
+  // the last lines of its log when none is stopped.
+  std::string hang_cause(const JobObject& job) const;
+  // A running train/finetune job's Straggler and SlowProgress diagnoses from the tail of its
+  // metrics.jsonl (train_pace.h); each reported once per attempt (and rank).
+  void judge_pace(JobObject& job, double now, std::vector<Event>& events);
   std::string log_tail(const JobObject& job) const;
   double last_progress(const JobObject& job) const;
   Status launch(JobObject& job, const std::vector<Placement>& placements, double now);

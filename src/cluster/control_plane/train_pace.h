@@ -1,0 +1,53 @@
+// The pace of a training job, judged by the control plane from the trainer's metrics.jsonl
+// (one JSON object per logged step: "step", "step_ms" and, with several ranks, "rank_ms", each
+// rank's compute time in that step). Two diagnoses come from it (docs/cluster.md#diagnoses):
+//   Straggler     one rank's step time above kStragglerRatio x the median of all ranks in each
+//                 of the last kPaceWindow steps: names the rank and its slowdown
+//   SlowProgress  the median step_ms of the last kPaceWindow steps above kSlowRatio x the
+//                 median of the job's earlier steps (at least kPaceHistory of them): step time
+//                 against its own history
+// Pure functions over text; the reconciler reads the file's last kPaceTailBytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace koi::cluster {
+
+constexpr double kStragglerRatio = 1.5;
+constexpr double kSlowRatio = 3.0;
+constexpr int kPaceWindow = 5;
+constexpr int kPaceHistory = 10;
+constexpr int64_t kPaceTailBytes = 16 * 1024;  // ~120 steps of a 2-rank run
+
+struct StepPace {
+  int64_t step = 0;
+  double step_ms = 0;
+  std::vector<double> rank_ms;  // empty for one rank
+};
+
+// The step records of `jsonl`, in order; lines that are not step records (evaluations, a
+// partial first or last line of a tail) are skipped.
+std::vector<StepPace> parse_pace(const std::string& jsonl);
+
+struct Straggler {
+  int rank = 0;
+  double rank_ms = 0, median_ms = 0;  // the rank's and the ranks' median over the window
+  int64_t first_step = 0, last_step = 0;
+  std::string message() const;
+};
+std::optional<Straggler> find_straggler(const std::vector<StepPace>& steps);
+
+struct Slowdown {
+  double recent_ms = 0, usual_ms = 0;  // medians of the window and of the steps before it
+  int64_t first_step = 0, last_step = 0;
+  int history = 0;  // steps the usual time is the median of
+  std::string message() const;
+};
+std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps);
+
+double median(std::vector<double> values);
+
+}  // namespace koi::cluster

@@ -1,0 +1,74 @@
+// The control plane's pace diagnoses from metrics.jsonl: exact at toy scale.
+#include "cluster/control_plane/train_pace.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+namespace koi::cluster {
+namespace {
+
+// n steps from `first`, step_ms `ms`, and with ranks, rank 1 at `rank1_ms` (the others at ms).
+std::string lines(int64_t first, int n, double ms, int ranks = 1, double rank1_ms = 0) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    out += fmt::format("{{\"step\":{},\"loss\":2.5,\"step_ms\":{:.3f}", first + i, ms);
+    if (ranks > 1) {
+      out += ",\"rank_ms\":[";
+      for (int r = 0; r < ranks; ++r) out += fmt::format("{}{:.3f}", r ? "," : "", r == 1 ? rank1_ms : ms);
+      out += "]";
+    }
+    out += "}\n";
+  }
+  return out;
+}
+
+TEST(TrainPace, ParsesStepRecordsAndSkipsTheRest) {
+  const std::string text = "p\":1,\"step_ms\":3}\n" + lines(1, 2, 10.0, 2, 30.0) +
+                           "{\"eval\":true,\"step\":2,\"val_loss\":2.4}\n{\"step\":3,\"step_";
+  const std::vector<StepPace> steps = parse_pace(text);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[1].step, 2);
+  EXPECT_DOUBLE_EQ(steps[1].step_ms, 10.0);
+  EXPECT_EQ(steps[1].rank_ms, (std::vector<double>{10.0, 30.0}));
+}
+
+TEST(TrainPace, ARankSlowForTheWholeWindowIsAStraggler) {
+  auto steps = parse_pace(lines(1, 10, 10.0, 3) + lines(11, 5, 10.0, 3, 40.0));
+  std::optional<Straggler> s = find_straggler(steps);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_DOUBLE_EQ(s->rank_ms, 40.0);
+  EXPECT_DOUBLE_EQ(s->median_ms, 10.0);
+  EXPECT_EQ(s->first_step, 11);
+  EXPECT_EQ(s->last_step, 15);
+  EXPECT_EQ(s->message(),
+            "rank 1 is a straggler: 40.0 ms of compute per step over steps 11-15, 4.0x the median of the ranks (10.0 ms)");
+  // Four slow steps of five, or a slowdown under 1.5x, or one rank: none.
+  EXPECT_FALSE(find_straggler(parse_pace(lines(1, 10, 10.0, 3) + lines(11, 4, 10.0, 3, 40.0) + lines(15, 1, 10.0, 3))));
+  EXPECT_FALSE(find_straggler(parse_pace(lines(1, 10, 10.0, 3, 14.9))));
+  EXPECT_FALSE(find_straggler(parse_pace(lines(1, 10, 10.0))));
+}
+
+TEST(TrainPace, AWindowFarSlowerThanTheJobsOwnHistoryIsASlowdown) {
+  std::optional<Slowdown> s = find_slowdown(parse_pace(lines(1, 20, 10.0) + lines(21, 5, 45.0)));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_DOUBLE_EQ(s->recent_ms, 45.0);
+  EXPECT_DOUBLE_EQ(s->usual_ms, 10.0);
+  EXPECT_EQ(s->history, 20);
+  EXPECT_EQ(s->first_step, 21);
+  EXPECT_EQ(s->last_step, 25);
+  EXPECT_EQ(s->message().substr(0, 62), "steps 21-25 took 45.0 ms each (median), 4.5x the job's own 10.")
+      << s->message();
+  EXPECT_FALSE(find_slowdown(parse_pace(lines(1, 20, 10.0) + lines(21, 5, 29.0))));  // 2.9x: not slow enough
+  EXPECT_FALSE(find_slowdown(parse_pace(lines(1, 9, 10.0) + lines(10, 5, 45.0))));   // 9 steps: too little history
+}
+
+TEST(TrainPace, MedianOfEvenAndOddCounts) {
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3);
+  EXPECT_DOUBLE_EQ(median({}), 0);
+}
+
+}  // namespace
+}  // namespace koi::cluster

@@ -1,0 +1,120 @@
+"""koi cluster: a 2-rank koi train job whose rank 1 is slowed (SIGSTOP/SIGCONT, 100 ms of
+every 102) is diagnosed from its metrics.jsonl: a Straggler condition and Warning event name
+rank 1 and its slowdown against the ranks' median, and a SlowProgress one compares the job's
+recent step time with its own history. Then rank 1 is stopped for good: the Hung diagnosis
+names rank 1 by its pid, and the job fails (about 25 s in all)."""
+import json
+import os
+import signal
+import threading
+import time
+
+from cluster_harness import check, fail, manifest, one_tenant_config, run_test, tiny_recipe, write
+
+CONFIG = one_tenant_config()
+A = "alpha-token"
+
+
+def rank_pid(ckpt, rank):
+    """The koi train process of MPI rank `rank` writing to `ckpt`, or None."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{name}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{name}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in cmd and ckpt.encode() in cmd and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(name)
+    return None
+
+
+def last_step(ckpt):
+    try:
+        lines = open(os.path.join(ckpt, "metrics.jsonl")).read().splitlines()
+    except OSError:
+        return 0
+    steps = [json.loads(l)["step"] for l in lines if l.startswith("{\"step\"")]
+    return max(steps) if steps else 0
+
+
+def diagnosis(cp, kind):
+    j = cp.job(A, "dp")
+    return [c for c in j["status"].get("conditions", []) if c["type"] == kind]
+
+
+def run(cp):
+    recipe = tiny_recipe(cp.root, 1000000)  # cancelled once diagnosed
+    # Steps long enough (~10 ms) that each of rank 1's steps spans a stop (as train_mpi_straggler.sh),
+    # and 30 of them before the slowing: the history SlowProgress compares with.
+    text = open(recipe).read().replace("model: {dim: 32, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 64, context: 16}",
+                                       "model: {dim: 128, layers: 4, heads: 4, ffn_dim: 352, context: 64}")
+    open(recipe, "w").write(text)
+    ckpt = os.path.join(cp.root, "ckpt")
+    spec = {"kind": "train", "recipe": recipe, "args": ["--threads", "1"], "checkpointDir": ckpt, "replicas": 2,
+            "resources": {"gpu": 1, "cpu": 1}, "restartPolicy": {"maxRestarts": 0},
+            "hangTimeoutSeconds": 8, "terminationGracePeriodSeconds": 2}
+    cp.koi(A, "job", "submit", "-f", write(cp.root, "train.json", manifest("dp", spec)))
+    cp.wait_phase(A, "dp", ["Running"])
+    end = time.time() + 60
+    while last_step(ckpt) < 30 and time.time() < end:
+        time.sleep(0.05)
+    slow = rank_pid(ckpt, 1)
+    check(slow is not None, "rank 1 found")
+    seen, done = set(), threading.Event()
+
+    def watch():  # beside the slowing loop, so that its CLI calls never pause it
+        while not done.is_set():
+            seen.update(k for k in ("Straggler", "SlowProgress") if diagnosis(cp, k))
+            if len(seen) == 2:
+                done.set()
+            time.sleep(0.3)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        end = time.time() + 60
+        while time.time() < end and not done.is_set():
+            os.kill(slow, signal.SIGSTOP)
+            time.sleep(0.1)
+            os.kill(slow, signal.SIGCONT)
+            time.sleep(0.002)
+    finally:
+        try:
+            os.kill(slow, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        done.set()
+        watcher.join()
+    if len(seen) < 2:
+        fail(f"diagnosed only {sorted(seen)} while rank 1 was slowed; events: "
+             + str(cp.koi_json(A, "job", "events", "dp")["items"]))
+    straggler = diagnosis(cp, "Straggler")[0]["message"]
+    check(straggler.startswith("attempt 1: rank 1 is a straggler: ") and "x the median of the ranks" in straggler,
+          straggler)
+    slowdown = diagnosis(cp, "SlowProgress")[0]["message"]
+    check(slowdown.startswith("attempt 1: steps ") and "x the job's own" in slowdown, slowdown)
+    events = cp.koi_json(A, "job", "events", "dp")["items"]
+    for kind, message in (("Straggler", straggler), ("SlowProgress", slowdown)):
+        ev = [e for e in events if e["reason"] == kind]
+        check(len(ev) >= 1 and ev[0]["type"] == "Warning", f"a {kind} Warning event: {ev}")
+    print("ok:", straggler)
+    print("ok:", slowdown)
+
+    # Rank 1 stopped for good: rank 0 waits in its allreduce, nothing progresses, and the Hung
+    # diagnosis names the stopped rank (mpirun puts each rank in a process group of its own).
+    os.kill(slow, signal.SIGSTOP)
+    end = time.time() + 40
+    while time.time() < end and not diagnosis(cp, "Hung"):
+        time.sleep(0.2)
+    hung = diagnosis(cp, "Hung")
+    check(len(hung) == 1 and f"rank 1 (pid {slow}, koi) is stopped (SIGSTOP or SIGTSTP)" in hung[0]["message"],
+          "Hung names the stopped rank: %s" % hung)
+    print("ok:", hung[0]["message"])
+    j = cp.wait_phase(A, "dp", ["Succeeded", "Failed"], deadline_s=60)
+    check(j["status"]["phase"] == "Failed" and "no progress" in j["status"]["message"], str(j["status"]))
+
+
+if __name__ == "__main__":
+    run_test(CONFIG, run)
