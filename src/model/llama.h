@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -37,6 +38,11 @@ class LlamaModel {
   Status forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool);
 
  private:
+  // The batch's adapters as a table and, per token, its index there (-1: none); empty when
+  // no sequence names one.
+  void gather_adapters(const ForwardBatch& batch);
+  // y [T, out] += the LoRA update of (layer, target) for the tokens with adapters; x is [T, in].
+  void add_lora(int layer, LoraTarget target, const float* x, float* y, int64_t T, ThreadPool* pool);
   void attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
   // Scaled, soft-capped or sliding-window layers: the per-(token, head) loop.
   void attention_general(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
@@ -47,6 +53,9 @@ class LlamaModel {
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
+  std::vector<const LoraAdapter*> lora_table_;     // distinct adapters of the batch (gather_adapters())
+  std::vector<int32_t> lora_row_;                  // per token: index into lora_table_, or -1
+  std::vector<kernels::LoraMatrices> lora_matrices_;  // lora_table_'s matrices of one projection
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names
