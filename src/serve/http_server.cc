@@ -445,6 +445,13 @@ std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req
                                    kPrefillPeerHeader));
   }
   if (Status s = check_peer(peer); !s.ok()) return bad_request(s.message());
+  // The prefill worker computes the prompt's KV from the base model alone.
+  if (!specs.empty() && specs.front().lora) {
+    return bad_request(fmt::format("{}: LoRA adapters are not served with prefill/decode disaggregation; send the "
+                                   "request without the header",
+                                   kPrefillPeerHeader),
+                       "model");
+  }
   for (engine::RequestSpec& spec : specs) {
     model.kv_client->attach(spec, peer);
     imports->push_back(spec.kv_import);
