@@ -15,6 +15,9 @@ four reference servers serve the base and each merged model alone. Then:
    (POST /v1/unload_lora_adapter) while a long stream of it is in flight: every request
    of the load and the stream finish with 200 and the exact reference text; after unloading,
    the name is a 404 and /v1/models no longer lists it.
+3. Through `koi gateway` (route "base" over the multi-LoRA replica and a plain base replica),
+   requests naming an adapter reach only the replica that serves it (the gateway learns the
+   adapters from each replica's /v1/models) and give the merged model's output.
 
   serve_lora.py <koi> <shared dir>
 """
@@ -260,6 +263,41 @@ def check_errors(multi, work):
         fail(f"unload of an unknown adapter: HTTP {status} {raw!r}")
 
 
+def check_gateway(urls, work, refs):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gateway_harness as gh
+    cfg = gh.config({"v1": (100, [urls["multi"], urls["plain"]])}, f"{work}/ledger.db", model="base")
+    with open(f"{work}/gateway.yaml", "w") as f:
+        f.write(cfg)
+    gw = gh.Proc([KOI, "gateway", "--config", f"{work}/gateway.yaml"], "gateway", work)
+    try:
+        key = gh.new_key(gw)
+        deadline = time.time() + 20
+        while True:  # until a health round has read the replicas' /v1/models
+            status, text, _ = gh.call(gw.url + "/v1/completions", {"model": "poet", "prompt": PROMPTS[0],
+                                      "max_tokens": MAX_TOKENS, "temperature": 0}, key)
+            if status == 200 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        for i in range(8):
+            prompt = PROMPTS[i % len(PROMPTS)]
+            for model in ("poet", "judge", "base"):
+                status, text, _ = gh.call(gw.url + "/v1/completions", {"model": model, "prompt": prompt,
+                                          "max_tokens": MAX_TOKENS, "temperature": 0}, key)
+                if status != 200:
+                    fail(f"gateway, {model}: HTTP {status}: {text}")
+                out = json.loads(text)["choices"][0]["text"]
+                if out != refs[(model, prompt)]:
+                    fail(f"gateway, {model} on {prompt!r}: {out!r} != {refs[(model, prompt)]!r}")
+        status, text, _ = gh.call(gw.url + "/v1/completions", {"model": "nobody", "prompt": "x"}, key)
+        if status != 404:
+            fail(f"gateway, unknown model: HTTP {status}: {text}")
+        print("gateway: 16 adapter requests routed to the replica serving them, identical to the merged models")
+    finally:
+        gw.p.terminate()
+        gw.p.wait()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="koi-lora-")
     servers = {}
@@ -276,6 +314,7 @@ def main():
         servers["multi"] = start(work, "multi", ["--model", base, "--served-model-name", "base",
                                                  "--max-num-seqs", "64", "--max-loras", "4"] + loras)
         servers["ref-base"] = start(work, "ref-base", ["--model", base, "--served-model-name", "m"])
+        servers["plain"] = start(work, "plain", ["--model", base, "--served-model-name", "base"])
         for name, *_ in ADAPTERS:
             servers["ref-" + name] = start(work, "ref-" + name, ["--model", f"{work}/{name}.gguf",
                                                                  "--served-model-name", "m"])
@@ -283,6 +322,7 @@ def main():
         refs = check_mixed(urls)
         check_load_unload(urls, work, refs)
         check_errors(urls["multi"], work)
+        check_gateway(urls, work, refs)
         print("PASS")
     finally:
         for proc, _, _ in servers.values():
