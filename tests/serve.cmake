@@ -40,7 +40,8 @@ add_test(NAME serve_kv_default_follows_the_machine
 set_tests_properties(serve_kv_default_follows_the_machine PROPERTIES LABELS integration TIMEOUT 300)
 # Multi-LoRA serving (issue 19, Must show 1): three adapters trained on stories260K, served
 # beside the base in one engine; mixed batches equal each merged model served alone; load and
-# unload at run time under load fail no request.
+# unload at run time under load fail no request; koi gateway routes adapter requests to the
+# replica that serves them. About 8-20 s on the 2-core VM.
 add_test(NAME serve_multi_lora
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_lora.py $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
 set_tests_properties(serve_multi_lora PROPERTIES LABELS integration TIMEOUT 120)
