@@ -131,6 +131,11 @@ expect "error: --num-speculative-tokens must be between 1 and 64, got 0" serve -
 expect "error: --draft-model is used only with --speculative draft" serve -m good.gguf --draft-model good.gguf
 expect "error: --max-num-batched-tokens must be at least 1, got 0" generate -m good.gguf --max-num-batched-tokens 0
 expect "error: --max-num-batched-tokens must be at least 1, got 0" bench offline -m good.gguf --max-num-batched-tokens 0
+expect "error: --lora must be NAME=DIR (the name requests give as \"model\", a PEFT adapter directory), got 'bad'" serve -m good.gguf --lora bad
+expect "error: --lora: the name 'a' is given twice" serve -m good.gguf --lora a=/x --lora a=/y
+expect "error: --lora a=/nonexistent: /nonexistent/adapter_config.json: cannot open" serve -m good.gguf --lora a=/nonexistent
+expect "error: --max-loras must be between 1 and 4096, got 0" serve -m good.gguf --max-loras 0
+expect "error: --adapters counts must be between 0 and the number of --lora adapters (0), got 2" bench offline -m good.gguf --adapters 0,2
 expect "error: --prompt and --gen must be below the model's context of 512 tokens" bench model -m good.gguf -p 512
 # A model directory given with a trailing slash is served under its name, not "".
 "$koi" serve -m tiny/llama_gqa/ --port 0 > serve.out 2> serve.err &

@@ -45,3 +45,10 @@ add_test(NAME serve_profile_trace COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_
 set_tests_properties(serve_profile_trace PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_LIST_DIR}"
   LABELS integration TIMEOUT 120)
+# Multi-LoRA serving (issue 19, Must show 1): three adapters trained on stories260K, served
+# beside the base in one engine; mixed batches equal each merged model served alone; load and
+# unload at run time under load fail no request; koi gateway routes adapter requests to the
+# replica that serves them. About 8-20 s on the 2-core VM.
+add_test(NAME serve_multi_lora
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_lora.py $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+set_tests_properties(serve_multi_lora PROPERTIES LABELS integration TIMEOUT 120)

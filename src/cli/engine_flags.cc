@@ -38,6 +38,15 @@ void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, 
         ->capture_default_str();
     app->add_option("--draft-model", o->draft_model, "the draft model for --speculative draft (the target's tokenizer)");
   }
+  if (groups & kLoraFlags) {
+    app->add_option("--lora", o->loras,
+                    "NAME=DIR: serve the LoRA adapter in DIR (PEFT format: adapter_config.json, "
+                    "adapter_model.safetensors, as koi train export --adapter writes) as model NAME; repeatable");
+    app->add_option("--max-loras", o->max_loras, "LoRA adapters resident in memory at once (least recently used evicted)")
+        ->capture_default_str();
+    app->add_option("--lora-memory-mib", o->lora_memory_mib, "memory for resident LoRA adapter weights, in MiB")
+        ->capture_default_str();
+  }
 }
 
 }  // namespace koi::cli

@@ -2,6 +2,7 @@
 //
 //   koi serve --model model.gguf --port 8000 [--served-model-name NAME] [--api-key KEY]
 //             [--role both|prefill|decode] [--kv-port N] [--kv-transfer-timeout S]
+//             [--lora NAME=DIR ...] [--max-loras N] [--lora-memory-mib M]
 //
 // Prints "listening on http://HOST:PORT" once it accepts connections (with --port 0, the
 // port it got); with --role prefill, "kv transfer on HOST:PORT" before it. SIGTERM or SIGINT shut it down gracefully; it then exits 0.
@@ -84,6 +85,12 @@ int run_serve(ServeOptions o) {
   info.max_model_len = core.max_model_len();
   grammar::GrammarCache grammars(grammar::Vocabulary::from_tokenizer(tok, core.eos_token_ids()));
   info.grammars = &grammars;
+  info.loras = (*host)->loras.get();
+  for (const std::string& value : o.engine.loras) {
+    if (value.substr(0, value.find('=')) == info.name) {
+      return fail("--lora " + value + ": the adapter's name is the base model's; give it another");
+    }
+  }
   serve::ServeMetrics metrics(info.name);
   serve::EngineService service(core, metrics, o.max_waiting);
   serve::KvEventLog kv_events;

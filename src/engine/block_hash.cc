@@ -17,4 +17,10 @@ BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids
 
 uint64_t cache_key_for_salt(std::string_view salt) { return XXH3_64bits(salt.data(), salt.size()); }
 
+uint64_t cache_key_for_adapter(uint64_t salt_key, uint64_t adapter_id) {
+  if (adapter_id == 0) return salt_key;
+  const uint64_t keys[2] = {salt_key, adapter_id};
+  return XXH3_64bits(keys, sizeof keys);
+}
+
 }  // namespace koi::engine

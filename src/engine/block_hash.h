@@ -29,4 +29,9 @@ BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> token_ids
 // XXH3-64 of its bytes. Requests share prefix-cache blocks only with the same salt.
 uint64_t cache_key_for_salt(std::string_view salt);
 
+// The cache key of a request for LoRA adapter `adapter_id` (LoraPool's id; 0: the base model)
+// under the salt key `salt_key` (0 or cache_key_for_salt): the salt key itself for the base
+// model, else XXH3-64 of both, so blocks are never shared across adapters or tenants.
+uint64_t cache_key_for_adapter(uint64_t salt_key, uint64_t adapter_id);
+
 }  // namespace koi::engine

@@ -65,6 +65,7 @@ Result<std::unique_ptr<Request>> Engine::make_request(RequestSpec& spec) {
   auto request = std::make_unique<Request>(std::move(spec.id), std::move(spec.prompt), std::move(spec.params),
                                            spec.priority, next_arrival_++, spec.cache_key, seed);
   if (spec.grammar) request->matcher.emplace(std::move(spec.grammar));
+  request->lora = std::move(spec.lora);
   if (config_.tokenizer) {
     request->decoder.emplace(config_.tokenizer, /*skip_special=*/true);
     // The first output token renders after the prompt's end (SentencePiece spaces); the last
@@ -125,7 +126,7 @@ void Engine::build_batch(const SchedulerOutput& plan) {
     const Request& r = *plan.scheduled[seq_idx].request;
     const int num_tokens = plan.scheduled[seq_idx].num_tokens;
     const int num_drafts = static_cast<int>(r.spec_token_ids.size());
-    batch_.sequences.push_back({kv_.block_table(r)});
+    batch_.sequences.push_back({kv_.block_table(r), r.lora.get()});
     for (int i = 0; i < num_tokens; ++i) {
       const int pos = r.num_computed_tokens + i;
       batch_.token_ids.push_back(pos < r.num_tokens() ? r.token_ids[pos] : r.spec_token_ids[pos - r.num_tokens()]);
@@ -195,6 +196,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
   propose_drafts();
 
   ++counters_.num_steps;
+  if (step.num_models > 1) ++counters_.num_mixed_model_steps;
   counters_.num_computed_tokens += plan.num_batched_tokens;
   const int64_t end_ns = clock_.now_ns();
   busy_ns_ += end_ns - start_ns;
@@ -212,11 +214,15 @@ Result<std::vector<RequestOutput>> Engine::step() {
 
 StepStats Engine::batch_composition(const SchedulerOutput& plan) {
   StepStats s;
+  std::vector<const model::LoraAdapter*> models;  // null: the base model
   for (const ScheduledRequest& sr : plan.scheduled) {
     const bool prefill = sr.request->num_computed_tokens < sr.request->num_tokens() - 1;
     (prefill ? s.num_prefill_requests : s.num_decode_requests) += 1;
     (prefill ? s.num_prefill_tokens : s.num_decode_tokens) += sr.num_tokens;
+    const model::LoraAdapter* lora = sr.request->lora.get();
+    if (std::find(models.begin(), models.end(), lora) == models.end()) models.push_back(lora);
   }
+  s.num_models = static_cast<int>(models.size());
   return s;
 }
 

@@ -77,6 +77,10 @@ struct RequestSpec {
   // Structured output: the output must be a document of this grammar (compiled for the
   // model's vocabulary). Shared between requests; null: unconstrained.
   std::shared_ptr<grammar::CompiledGrammar> grammar = nullptr;
+  // A LoRA adapter of the base model (engine/lora_pool.h; loaded for this model): the request's
+  // tokens go through it; null: the base model. Requests with different adapters share batches.
+  // cache_key should include the adapter's id (cache_key_for_adapter).
+  std::shared_ptr<const model::LoraAdapter> lora = nullptr;
 };
 // Arrival order is the order of add_request calls.
 
@@ -87,6 +91,7 @@ struct StepStats {
   int64_t number = 0;  // the engine's count of model-running steps, this one included
   int num_prefill_requests = 0, num_decode_requests = 0;
   int num_prefill_tokens = 0, num_decode_tokens = 0;  // decode tokens include verified drafts
+  int num_models = 0;  // distinct models among the scheduled requests: the base and each LoRA adapter
   double schedule_seconds = 0.0;                      // scheduler_.schedule()
   double forward_seconds = 0.0;                       // batch building and the model's forward
   double total_seconds = 0.0;                         // the whole step, sampling included
@@ -111,6 +116,7 @@ struct EngineStats {
   int64_t num_kv_imports = 0;            // requests whose prompt KV came from another engine
   int64_t num_kv_fallbacks = 0;          // imports that failed and were prefilled here
   int64_t num_kv_exports = 0;            // prompts whose KV was copied out
+  int64_t num_mixed_model_steps = 0;     // steps whose batch held requests of 2+ models (base, adapters)
 };
 
 class Engine {

@@ -49,8 +49,36 @@ int64_t weight_bytes(const model::ModelWeights& w) {
 
 }  // namespace
 
+Result<std::pair<std::string, std::string>> parse_lora_flag(const std::string& value) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
+    return Status::invalid_argument(
+        fmt::format("--lora must be NAME=DIR (the name requests give as \"model\", a PEFT adapter directory), got '{}'",
+                    value));
+  }
+  return std::make_pair(value.substr(0, eq), value.substr(eq + 1));
+}
+
+namespace {
+
+Status check_loras(const EngineOptions& o) {
+  KOI_RETURN_IF_ERROR(between("--max-loras", o.max_loras, 1, 4096));
+  KOI_RETURN_IF_ERROR(between("--lora-memory-mib", o.lora_memory_mib, 1, int64_t{1} << 24));
+  std::set<std::string> names;
+  for (const std::string& value : o.loras) {
+    KOI_ASSIGN_OR_RETURN(auto name_dir, parse_lora_flag(value));
+    if (!names.insert(name_dir.first).second) {
+      return Status::invalid_argument(fmt::format("--lora: the name '{}' is given twice", name_dir.first));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status check(const EngineOptions& o) {
   if (o.model.empty()) return Status::invalid_argument("--model is required: a GGUF file or a Hugging Face directory");
+  KOI_RETURN_IF_ERROR(check_loras(o));
   KOI_RETURN_IF_ERROR(at_least("--max-num-seqs", o.max_num_seqs, 1));
   KOI_RETURN_IF_ERROR(at_least("--max-num-batched-tokens", o.max_num_batched_tokens, 1));
   KOI_RETURN_IF_ERROR(between("--block-size", o.block_size, 1, kMaxBlockSize));
@@ -85,6 +113,14 @@ Result<std::unique_ptr<EngineHost>> load_engine_models(const EngineOptions& o) {
   KOI_RETURN_IF_ERROR(check(o));
   KOI_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o.model));
   auto host = std::make_unique<EngineHost>(std::move(loaded));
+  LoraPoolOptions pool;
+  pool.max_loras = o.max_loras;
+  pool.memory_bytes = int64_t{o.lora_memory_mib} << 20;
+  host->loras = std::make_unique<LoraPool>(host->model.model->config(), pool);
+  for (const std::string& value : o.loras) {
+    KOI_ASSIGN_OR_RETURN(auto name_dir, parse_lora_flag(value));
+    KOI_RETURN_IF_ERROR(host->loras->add(name_dir.first, name_dir.second).with_prefix("--lora " + value));
+  }
   if (!o.draft_model.empty()) {
     KOI_ASSIGN_OR_RETURN(LoadedModel draft, load_model(o.draft_model));
     host->draft = std::move(draft);

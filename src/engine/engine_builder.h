@@ -18,11 +18,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/llama_runner.h"
 #include "engine/loaded_model.h"
+#include "engine/lora_pool.h"
 
 namespace koi::engine {
 
@@ -41,6 +44,9 @@ struct EngineOptions {
   std::string draft_model;            // --draft-model, for --speculative draft
   int threads = 0;                    // --threads: forward-pass threads; 0: the physical cores
   uint64_t seed = 0;                  // --seed where a command has one: seeds requests that bring none
+  std::vector<std::string> loras;     // --lora NAME=DIR, repeatable: PEFT adapters served by name
+  int max_loras = 8;                  // --max-loras: adapters resident at once
+  int lora_memory_mib = 1024;         // --lora-memory-mib: their weights at most
   // Not flags: set by commands.
   int max_model_len = 0;              // tokens per sequence at most; 0: the model's context
   bool detokenize = true;             // outputs carry text and stop strings apply
@@ -49,17 +55,21 @@ struct EngineOptions {
 
 // Range-checks every field; the message names the flag, its accepted range and the value.
 Status check(const EngineOptions& options);
+// NAME and DIR of one --lora value "NAME=DIR".
+Result<std::pair<std::string, std::string>> parse_lora_flag(const std::string& value);
 
 struct EngineHost {
   explicit EngineHost(LoadedModel m) : model(std::move(m)) {}
   LoadedModel model;
   std::optional<LoadedModel> draft;             // set for --speculative draft
+  std::unique_ptr<LoraPool> loras;              // the LoRA adapters (--lora and those added later)
   std::unique_ptr<LlamaRunner> runner;          // null before start_engine()
   std::unique_ptr<LlamaRunner> draft_runner;    // set with `draft`
   std::unique_ptr<Engine> engine;               // null before start_engine()
 };
 
-// check(options), then loads options.model (and options.draft_model for --speculative draft).
+// check(options), then loads options.model (and options.draft_model for --speculative draft)
+// and every --lora adapter into the host's LoraPool.
 Result<std::unique_ptr<EngineHost>> load_engine_models(const EngineOptions& options);
 // Builds the runners and the Engine from the host's models, replacing any built before
 // (which must not be in use). KV memory: options.kv_cache_memory for the target, or the

@@ -1,4 +1,5 @@
 #include "engine/kv_cache_manager.h"
+#include "engine/block_hash.h"
 
 #include <gtest/gtest.h>
 
@@ -155,6 +156,27 @@ TEST(KvCacheManagerTest, CacheKeySeparatesIdenticalTokens) {
   EXPECT_TRUE(kv.get_computed_blocks(b).block_ids.empty());
   Request c = make_request("c", iota_tokens(40, 0));
   EXPECT_EQ(kv.get_computed_blocks(c).block_ids, (Ids{0, 1}));
+}
+
+// The same tokens under two adapters, or one adapter for two tenants, never share blocks; the
+// base model keeps the tenant's salt key, so base prefixes are cached as before.
+TEST(KvCacheManagerTest, AdapterKeysSeparateAdaptersAndTenants) {
+  const uint64_t tenant = cache_key_for_salt("tenant-a");
+  EXPECT_EQ(cache_key_for_adapter(0, 0), 0u);
+  EXPECT_EQ(cache_key_for_adapter(tenant, 0), tenant);
+  KvCacheManager kv(16, kBlockSize, true);
+  Request first = make_request("first", iota_tokens(40, 0));
+  first.cache_key = cache_key_for_adapter(tenant, 1);
+  ASSERT_TRUE(admit(kv, first));
+  for (const auto& [salt, adapter] : {std::pair{tenant, uint64_t{2}}, std::pair{uint64_t{0}, uint64_t{1}},
+                                      std::pair{tenant, uint64_t{0}}}) {
+    Request other = make_request("other", iota_tokens(40, 0));
+    other.cache_key = cache_key_for_adapter(salt, adapter);
+    EXPECT_TRUE(kv.get_computed_blocks(other).block_ids.empty()) << "salt " << salt << " adapter " << adapter;
+  }
+  Request same = make_request("same", iota_tokens(40, 0));
+  same.cache_key = cache_key_for_adapter(tenant, 1);
+  EXPECT_EQ(kv.get_computed_blocks(same).block_ids.size(), 2u);
 }
 
 TEST(KvCacheManagerTest, DisabledPrefixCachingNeverHits) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "base/random.h"
 #include "grammar/matcher.h"
+#include "model/lora.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
@@ -63,6 +65,8 @@ struct Request {
   // Set for a constrained request (structured output): where its output is in the grammar.
   // Sampling masks every row by it; the scheduler advances it with each emitted token.
   std::optional<grammar::Matcher> matcher;
+  // The LoRA adapter its tokens go through (null: the base model); held to the request's end.
+  std::shared_ptr<const model::LoraAdapter> lora;
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int num_preemptions = 0;

@@ -39,7 +39,7 @@ Fleet::Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed)
 
 std::shared_ptr<Replica> Fleet::make_replica(const std::string& url, const std::string& host, const std::string& port) const {
   return std::make_shared<Replica>(
-      Replica{url, net::resolve_host(host), port, CircuitBreaker(config_.breaker_failures, config_.breaker_open_ms * 1000000), 0});
+      Replica{url, net::resolve_host(host), port, CircuitBreaker(config_.breaker_failures, config_.breaker_open_ms * 1000000), 0, {}});
 }
 
 namespace {
@@ -117,13 +117,14 @@ void Fleet::finish(const std::string& tenant_name, int64_t estimated_tokens, int
 }
 
 std::optional<ReplicaPick> Fleet::pick(const std::string& model_name, const RouteInput& input,
-                                       const std::vector<std::string>& exclude) {
+                                       const std::vector<std::string>& exclude, const std::string& adapter) {
   std::lock_guard<std::mutex> lock(mu_);
   auto m = models_.find(model_name);
   if (m == models_.end()) return std::nullopt;
   const int64_t now = clock_.now_ns();
   auto usable = [&](const Replica& r) {
-    return r.breaker.would_allow(now) && std::find(exclude.begin(), exclude.end(), r.url) == exclude.end();
+    const bool serves = adapter.empty() || std::find(r.adapters.begin(), r.adapters.end(), adapter) != r.adapters.end();
+    return serves && r.breaker.would_allow(now) && std::find(exclude.begin(), exclude.end(), r.url) == exclude.end();
   };
   std::vector<double> weights;
   for (const Version& v : m->second.versions) {
@@ -193,6 +194,30 @@ std::vector<Fleet::Endpoint> Fleet::endpoints() const {
     }
   }
   return out;
+}
+
+void Fleet::set_adapters(const std::string& url, const std::vector<std::string>& adapters) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, m] : models_) {
+    for (Version& v : m.versions) {
+      for (auto& r : v.replicas) {
+        if (r->url == url) r->adapters = adapters;
+      }
+    }
+  }
+}
+
+std::optional<std::string> Fleet::model_of_adapter(const std::string& adapter) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (models_.count(adapter)) return std::nullopt;
+  for (const auto& [name, m] : models_) {
+    for (const Version& v : m.versions) {
+      for (const auto& r : v.replicas) {
+        if (std::find(r->adapters.begin(), r->adapters.end(), adapter) != r->adapters.end()) return name;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 void Fleet::health_result(const std::string& url, bool ok) {

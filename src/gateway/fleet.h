@@ -31,6 +31,7 @@ struct Replica {
   std::string url, host, port;  // host: the IPv4 address the URL resolved to when added
   CircuitBreaker breaker;
   int64_t outstanding = 0;
+  std::vector<std::string> adapters;  // LoRA adapters it serves (its /v1/models), guarded by Fleet's mutex
 };
 
 struct ReplicaPick {
@@ -74,14 +75,20 @@ class Fleet {
   void finish(const std::string& tenant, int64_t estimated_tokens, int64_t actual_tokens);
 
   // Picks a version by weight among those with a replica that is allowed (breaker) and not in
-  // `exclude`, then a replica by the routing policy; counts it as outstanding.
+  // `exclude` (and, with `adapter`, that serves that LoRA adapter: affinity), then a replica by
+  // the routing policy; counts it as outstanding.
   std::optional<ReplicaPick> pick(const std::string& model, const RouteInput& input,
-                                  const std::vector<std::string>& exclude);
+                                  const std::vector<std::string>& exclude, const std::string& adapter = "");
   void report(const ReplicaPick& pick, Outcome outcome, double latency_s);
 
   struct Endpoint { std::string url, host, port; };
   std::vector<Endpoint> endpoints() const;
   void health_result(const std::string& url, bool ok);
+  // The LoRA adapters the replica at `url` serves, from its /v1/models (cards with a parent);
+  // learned by the health loop.
+  void set_adapters(const std::string& url, const std::vector<std::string>& adapters);
+  // The model whose replicas serve LoRA adapter `name`, when `name` is not a model itself.
+  std::optional<std::string> model_of_adapter(const std::string& name) const;
   BreakerState breaker_state(const std::string& url) const;
 
   Status add_replica(const std::string& model, const std::string& version, const std::string& url);

@@ -46,6 +46,23 @@ std::string models_json(const std::vector<std::string>& models) {
   return json::serialize(json::object{{"object", "list"}, {"data", data}});
 }
 
+// The LoRA adapters in a koi serve /v1/models body: the cards with a parent (the base model).
+// A body that is not such a list gives none.
+std::vector<std::string> adapters_in_models(const std::string& body) {
+  std::vector<std::string> adapters;
+  boost::system::error_code ec;
+  const json::value v = json::parse(body, ec);
+  const json::value* data = !ec && v.is_object() ? v.as_object().if_contains("data") : nullptr;
+  if (data == nullptr || !data->is_array()) return adapters;
+  for (const json::value& card : data->as_array()) {
+    const json::object* c = card.if_object();
+    const json::value* id = c ? c->if_contains("id") : nullptr;
+    const json::value* parent = c ? c->if_contains("parent") : nullptr;
+    if (id && id->is_string() && parent && parent->is_string()) adapters.emplace_back(id->as_string());
+  }
+  return adapters;
+}
+
 net::ServerOptions listener_options(const GatewayConfig& c, const std::string& host, int port, int threads) {
   net::ServerOptions o;
   o.host = host;
@@ -169,7 +186,14 @@ asio::awaitable<void> GatewayImpl::health_loop() {
       net::ClientRequest req;
       req.target = "/health";
       auto r = co_await client_.call(e.host, e.port, std::move(req), timeouts);
-      fleet_.health_result(e.url, r.ok() && r->status == 200);
+      const bool healthy = r.ok() && r->status == 200;
+      fleet_.health_result(e.url, healthy);
+      if (!healthy) continue;
+      // The LoRA adapters it serves, for adapter affinity (koi serve --lora).
+      net::ClientRequest models;
+      models.target = "/v1/models";
+      auto listed = co_await client_.call(e.host, e.port, std::move(models), timeouts);
+      if (listed.ok() && listed->status == 200) fleet_.set_adapters(e.url, adapters_in_models(listed->body));
     }
     timer.expires_after(std::chrono::milliseconds(config_.health_interval_ms));
     auto [ec] = co_await timer.async_wait(kNoThrow);

@@ -21,7 +21,8 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-// A fake engine: /health, and /v1/completions answering `max_tokens` tokens of "x" with
+// A fake engine: /health, /v1/models (the base alone, no LoRA adapters, as koi serve lists
+// it; the gateway's health loop reads it), and /v1/completions answering `max_tokens` tokens of "x" with
 // usage {prompt_tokens: bytes of the prompt, completion_tokens: max_tokens}, as JSON or SSE.
 // mode: "ok", "fail" (500 on completions), "hang" (never answers completions).
 class FakeEngine {
@@ -38,6 +39,11 @@ class FakeEngine {
   asio::awaitable<void> serve(net::Request& req, net::Responder& res) {
     if (req.target() == "/health") {
       co_await res.send(200, "ok", "text/plain");
+      co_return;
+    }
+    if (req.target() == "/v1/models") {
+      co_await res.send(200, R"({"object":"list","data":[{"id":"m","object":"model","parent":null}]})",
+                        "application/json");
       co_return;
     }
     if (mode_ == "hang") {

@@ -97,5 +97,32 @@ TEST(PdSplit, FleetSplitsLongPromptsAcrossPrefillWorkersByLoadAndSkipsBrokenOnes
   EXPECT_EQ(prefill_endpoints, 2);
 }
 
+// LoRA adapter affinity: a request naming an adapter goes only to replicas whose /v1/models
+// listed it, and counts as its base model.
+TEST(AdapterAffinity, AdapterRequestsGoOnlyToReplicasThatServeTheAdapter) {
+  auto c = parse_config(R"(
+models: [{name: m, versions: [{name: v1, replicas: ["http://127.0.0.1:9001", "http://127.0.0.1:9002"]}]}]
+tenants: [{name: t}]
+)", "gw.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  FakeClock clock(1);
+  Fleet fleet(*c, clock, 1);
+  EXPECT_EQ(fleet.model_of_adapter("poet"), std::nullopt);
+  fleet.set_adapters("http://127.0.0.1:9002", {"poet", "judge"});
+  EXPECT_EQ(fleet.model_of_adapter("poet"), "m");
+  EXPECT_EQ(fleet.model_of_adapter("m"), std::nullopt);  // a model is never an adapter
+  const std::vector<uint64_t> blocks;
+  for (int i = 0; i < 6; ++i) {
+    auto pick = fleet.pick("m", RouteInput{blocks, "", 10}, {}, "poet");
+    ASSERT_TRUE(pick);
+    EXPECT_EQ(pick->replica->url, "http://127.0.0.1:9002");
+    EXPECT_EQ(pick->model, "m");
+    fleet.report(*pick, Outcome::kOk, 0.01);
+  }
+  EXPECT_FALSE(fleet.pick("m", RouteInput{blocks, "", 10}, {"http://127.0.0.1:9002"}, "poet"));  // nowhere else
+  fleet.set_adapters("http://127.0.0.1:9002", {});  // unloaded there
+  EXPECT_EQ(fleet.model_of_adapter("poet"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace koi::gateway

@@ -58,6 +58,7 @@ struct Proxy::Call {
   bool admitted = false;
   bool recorded = false;
   std::optional<ReplicaPick> pick;
+  std::string adapter;  // a LoRA adapter of record.model that the request names; "" for the model itself
   Outcome outcome = Outcome::kOk;
   int64_t content_chunks = 0;       // chunks with choices relayed (the count when no usage came)
   bool saw_usage = false;
@@ -139,6 +140,12 @@ awaitable<void> Proxy::handle(net::Request& req, net::Responder& res, bool chat)
   }
   call.parsed = std::move(*parsed);
   rec.model = call.parsed.model;
+  // A LoRA adapter's name: admitted, limited and metered as its base model, and sent (the body
+  // unchanged) only to replicas that serve the adapter.
+  if (std::optional<std::string> base = fleet_.model_of_adapter(rec.model)) {
+    call.adapter = rec.model;
+    rec.model = *base;
+  }
   rec.stream = call.parsed.stream;
   call.estimated_tokens = estimate_tokens(call.parsed.prompt_text);
   const Admission adm = fleet_.admit(rec.tenant, rec.model, call.estimated_tokens);
@@ -196,7 +203,7 @@ awaitable<std::unique_ptr<net::Exchange>> Proxy::open_upstream(Call& call, const
   int last_status = 503;
   std::string last_message = "no healthy replica for model '" + call.record.model + "'";
   for (int attempt = 0; attempt < config_.max_attempts && !call.client_gone; ++attempt) {
-    std::optional<ReplicaPick> pick = fleet_.pick(call.record.model, route, tried);
+    std::optional<ReplicaPick> pick = fleet_.pick(call.record.model, route, tried, call.adapter);
     if (!pick) break;
     if (!pick->pd_decision.empty()) {
       metrics_.add("koi_gateway_pd_decisions_total", {{"model", pick->model}, {"decision", pick->pd_decision}});

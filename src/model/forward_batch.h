@@ -7,7 +7,10 @@
 // pos % block_size), and it attends to positions 0..positions[t] of its own sequence, so
 // earlier chunks must already be in the cache and a sequence's tokens in the batch are in
 // increasing position order. Logits are produced only for the tokens listed in
-// logit_indices, in that order. The batch does not own the block tables it points to.
+// logit_indices, in that order. A sequence may name a LoRA adapter (model/lora.h), loaded
+// for this model: its tokens then go through the adapted projections; sequences with
+// different adapters, and with none, share one batch. The batch owns neither the block
+// tables nor the adapters it points to.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +19,11 @@
 
 namespace koi::model {
 
+class LoraAdapter;
+
 struct BatchSequence {
   std::span<const int32_t> block_table;  // physical block ids, in position order
+  const LoraAdapter* lora = nullptr;     // null: the base model
 };
 
 struct ForwardBatch {

@@ -144,6 +144,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     if (idx < 0 || idx >= T) return Status::invalid_argument("forward batch: logit index out of range");
   }
   if (T == 0) return ok_status();
+  gather_adapters(batch);
 
   const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ffn = c.ffn_dim;
   ensure(x_, T * dim);
@@ -177,6 +178,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     kernels::matmul(L.wq, xn_.data(), q_.data(), T, pool);
     kernels::matmul(L.wk, xn_.data(), k_.data(), T, pool);
     kernels::matmul(L.wv, xn_.data(), v_.data(), T, pool);
+    add_lora(layer, LoraTarget::kQ, xn_.data(), q_.data(), T, pool);
+    add_lora(layer, LoraTarget::kK, xn_.data(), k_.data(), T, pool);
+    add_lora(layer, LoraTarget::kV, xn_.data(), v_.data(), T, pool);
     add_bias(q_.data(), L.bq, T, qd);
     add_bias(k_.data(), L.bk, T, kvd);
     add_bias(v_.data(), L.bv, T, kvd);
@@ -203,6 +207,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     attention(batch, kv, layer, pool);
     span.emplace(trace_, "wo", "op");
     kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
+    add_lora(layer, LoraTarget::kO, attn_out_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
 
@@ -213,6 +218,8 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     }
     kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
     kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
+    add_lora(layer, LoraTarget::kGate, xn_.data(), gate_.data(), T, pool);
+    add_lora(layer, LoraTarget::kUp, xn_.data(), up_.data(), T, pool);
     if (c.ffn_activation == FfnActivation::kGeluTanh) {
       kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn);
     } else {
@@ -220,6 +227,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     }
     span.emplace(trace_, "ffn down", "op");
     kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
+    add_lora(layer, LoraTarget::kDown, gate_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
     span.reset();  // inside the layer's span
@@ -236,6 +244,29 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   kernels::matmul(weights_.output, logit_in_.data(), logits, R, pool);
   if (c.final_softcap > 0.0f) kernels::softcap(logits, R * c.n_vocab, c.final_softcap);
   return ok_status();
+}
+
+void LlamaModel::gather_adapters(const ForwardBatch& batch) {
+  lora_table_.clear();
+  lora_row_.clear();
+  std::vector<int32_t> seq_adapter(batch.sequences.size(), -1);
+  for (size_t seq_idx = 0; seq_idx < batch.sequences.size(); ++seq_idx) {
+    const LoraAdapter* lora = batch.sequences[seq_idx].lora;
+    if (lora == nullptr) continue;
+    auto it = std::find(lora_table_.begin(), lora_table_.end(), lora);
+    seq_adapter[seq_idx] = static_cast<int32_t>(it - lora_table_.begin());
+    if (it == lora_table_.end()) lora_table_.push_back(lora);
+  }
+  if (lora_table_.empty()) return;
+  for (int32_t seq : batch.seq_index) lora_row_.push_back(seq_adapter[static_cast<size_t>(seq)]);
+}
+
+void LlamaModel::add_lora(int layer, LoraTarget target, const float* x, float* y, int64_t T, ThreadPool* pool) {
+  if (lora_table_.empty()) return;
+  lora_matrices_.clear();
+  for (const LoraAdapter* lora : lora_table_) lora_matrices_.push_back(lora->matrices(layer, target));
+  const auto [in, out] = lora_projection_shape(config_, target);
+  kernels::lora_add(lora_matrices_, lora_row_.data(), x, in, y, out, T, pool);
 }
 
 // attn_out[t, h] = sum_j softmax_j(cap(q[t,h] . k[j, kvh] * scale)) v[j, kvh], over the

@@ -18,6 +18,7 @@
 #include "kernels/attention.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -44,6 +45,11 @@ class LlamaModel {
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
 
  private:
+  // The batch's adapters as a table and, per token, its index there (-1: none); empty when
+  // no sequence names one.
+  void gather_adapters(const ForwardBatch& batch);
+  // y [T, out] += the LoRA update of (layer, target) for the tokens with adapters; x is [T, in].
+  void add_lora(int layer, LoraTarget target, const float* x, float* y, int64_t T, ThreadPool* pool);
   void attention(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
   // Scaled, soft-capped or sliding-window layers: the per-(token, head) loop.
   void attention_general(const ForwardBatch& batch, KvCache& kv, int layer, ThreadPool* pool);
@@ -55,6 +61,9 @@ class LlamaModel {
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
   trace::Recorder* trace_ = nullptr;
+  std::vector<const LoraAdapter*> lora_table_;     // distinct adapters of the batch (gather_adapters())
+  std::vector<int32_t> lora_row_;                  // per token: index into lora_table_, or -1
+  std::vector<kernels::LoraMatrices> lora_matrices_;  // lora_table_'s matrices of one projection
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names

@@ -665,6 +665,20 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, int32_t 
   return f.error;
 }
 
+std::optional<ApiError> parse_lora_adapter_request(std::string_view body, bool load, LoraAdapterRequest* out) {
+  json::value root;
+  if (auto e = parse_object(body, &root)) return e;
+  FieldReader f(root.as_object());
+  f.get_string("lora_name", &out->name);
+  if (out->name.empty()) f.fail("lora_name", "'lora_name' must be a non-empty string: the adapter's model name");
+  if (load) {
+    f.get_string("lora_path", &out->path);
+    if (out->path.empty()) f.fail("lora_path", "'lora_path' must be a non-empty string: a PEFT adapter directory");
+  }
+  f.no_unknown_fields();
+  return f.error;
+}
+
 namespace {
 
 json::value finish_reason_json(const ChoiceOutput& c) {

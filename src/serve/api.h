@@ -100,6 +100,14 @@ struct TokenizeRequest {
 std::optional<ApiError> parse_tokenize_request(std::string_view body, TokenizeRequest* out);
 std::optional<ApiError> parse_detokenize_request(std::string_view body, int32_t n_vocab, std::vector<int32_t>* out);
 
+// POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter
+// {"lora_name"}, vLLM's bodies; unload takes no lora_path.
+struct LoraAdapterRequest {
+  std::string name;
+  std::string path;
+};
+std::optional<ApiError> parse_lora_adapter_request(std::string_view body, bool load, LoraAdapterRequest* out);
+
 // The fields every response object of one request shares.
 struct ResponseMeta {
   ApiKind kind = ApiKind::kCompletion;

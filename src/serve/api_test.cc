@@ -226,5 +226,26 @@ TEST(ApiTest, DetokenizeChecksTheVocabulary) {
   EXPECT_EQ(e->message, "token id 99 is outside the vocabulary [0, 10)");
 }
 
+TEST(Api, LoraAdapterBodiesAreVllms) {
+  LoraAdapterRequest r;
+  EXPECT_FALSE(parse_lora_adapter_request(R"({"lora_name":"poet","lora_path":"/a/poet"})", true, &r));
+  EXPECT_EQ(r.name, "poet");
+  EXPECT_EQ(r.path, "/a/poet");
+  LoraAdapterRequest u;
+  EXPECT_FALSE(parse_lora_adapter_request(R"({"lora_name":"poet"})", false, &u));
+  EXPECT_EQ(u.name, "poet");
+  LoraAdapterRequest bad;
+  auto e = parse_lora_adapter_request(R"({"lora_name":"poet"})", true, &bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "lora_path");
+  EXPECT_EQ(e->message, "'lora_path' must be a non-empty string: a PEFT adapter directory");
+  e = parse_lora_adapter_request(R"({"lora_name":"poet","lora_path":"/a","load_inplace":true})", true, &bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "load_inplace");
+  e = parse_lora_adapter_request(R"({"lora_name":"poet","lora_path":"/a"})", false, &bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "lora_path");  // unload takes only the name
+}
+
 }  // namespace
 }  // namespace koi::serve

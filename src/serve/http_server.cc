@@ -12,6 +12,7 @@
 
 #include "base/logging.h"
 #include "base/random.h"
+#include "engine/block_hash.h"
 #include "net/server.h"
 #include "net/sse.h"
 
@@ -112,8 +113,12 @@ struct Server::Impl {
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
   Reply kv_events_reply(const std::string& path, const HttpRequest& req);
+  Reply models_reply();
+  Reply lora_adapter_reply(const HttpRequest& req, bool load);
+  // The base model (lora left empty) or one of its adapters, by the request's "model".
+  std::optional<ApiError> resolve_model(const std::string& name, engine::AcquiredLora* lora);
   std::optional<ApiError> prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
-                                  std::shared_ptr<grammar::CompiledGrammar>* grammar);
+                                  std::shared_ptr<grammar::CompiledGrammar>* grammar, engine::AcquiredLora* lora);
   awaitable<void> generate(net::Responder& res, const HttpRequest& req, ApiKind kind);
   std::optional<ApiError> attach_prefill_peer(const HttpRequest& req, std::vector<engine::RequestSpec>& specs,
                                               std::vector<std::shared_ptr<engine::KvImport>>* imports);
@@ -250,12 +255,9 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
   }
   if (path == "/metrics" && is_get) return {200, metrics.registry.render(), "text/plain; version=0.0.4; charset=utf-8"};
   if ((path == "/kv/events" || path == "/kv/snapshot") && is_get && model.kv_events) return kv_events_reply(path, req);
-  if (path == "/v1/models" && is_get) {
-    json::object card{{"id", model.name},           {"object", "model"},
-                      {"created", unix_seconds()},  {"owned_by", "koi"},
-                      {"root", model.name},         {"max_model_len", model.max_model_len}};
-    return json_reply({{"object", "list"}, {"data", json::array{std::move(card)}}});
-  }
+  if (path == "/v1/models" && is_get) return models_reply();
+  if (path == "/v1/load_lora_adapter" && is_post) return lora_adapter_reply(req, /*load=*/true);
+  if (path == "/v1/unload_lora_adapter" && is_post) return lora_adapter_reply(req, /*load=*/false);
   if (path == "/tokenize" && is_post) {
     TokenizeRequest t;
     if (auto e = parse_tokenize_request(req.body(), &t)) return error_reply(*e);
@@ -277,11 +279,59 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
     return json_reply({{"prompt", tok.decode(ids)}});
   }
   const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/tokenize" ||
-                     path == "/detokenize";
+                     path == "/detokenize" || path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
   if (known) return error_reply(api_error(405, fmt::format("{} does not accept {}", path, std::string_view(req.method_string())),
                                           "invalid_request_error"));
   return error_reply(api_error(404, fmt::format("Invalid URL ({} {})", std::string_view(req.method_string()), path),
                                "invalid_request_error"));
+}
+
+// The base model, then each LoRA adapter with parent = the base (vLLM's cards).
+Reply Server::Impl::models_reply() {
+  const int64_t created = unix_seconds();
+  json::array cards;
+  cards.push_back(json::object{{"id", model.name},
+                               {"object", "model"},
+                               {"created", created},
+                               {"owned_by", "koi"},
+                               {"root", model.name},
+                               {"parent", nullptr},
+                               {"max_model_len", model.max_model_len}});
+  if (model.loras) {
+    for (const engine::LoraInfo& lora : model.loras->list()) {
+      cards.push_back(json::object{{"id", lora.name},
+                                   {"object", "model"},
+                                   {"created", created},
+                                   {"owned_by", "koi"},
+                                   {"root", lora.path},
+                                   {"parent", model.name},
+                                   {"max_model_len", model.max_model_len}});
+    }
+  }
+  return json_reply({{"object", "list"}, {"data", std::move(cards)}});
+}
+
+// vLLM answers these with a plain-text sentence on success, an OpenAI error otherwise.
+Reply Server::Impl::lora_adapter_reply(const HttpRequest& req, bool load) {
+  LoraAdapterRequest r;
+  if (auto e = parse_lora_adapter_request(req.body(), load, &r)) return error_reply(*e);
+  if (!model.loras) return error_reply(bad_request("this server serves no LoRA adapters"));
+  if (r.name == model.name) {
+    return error_reply(bad_request(fmt::format("'{}' is the base model's name; give the adapter another", r.name),
+                                   "lora_name"));
+  }
+  const Status s = load ? model.loras->add(r.name, r.path) : model.loras->remove(r.name);
+  if (!s.ok()) {
+    // Unloading an unknown name is a 404; a load's missing directory is a bad request.
+    ApiError e = !load && s.code() == StatusCode::kNotFound
+                     ? api_error(404, s.message(), "invalid_request_error", "not_found")
+                     : bad_request(s.message());
+    e.param = load && s.code() != StatusCode::kAlreadyExists ? "lora_path" : "lora_name";
+    return error_reply(e);
+  }
+  const std::string done = load ? fmt::format("Success: LoRA adapter '{}' added successfully.", r.name)
+                                : fmt::format("Success: LoRA adapter '{}' removed successfully.", r.name);
+  return {200, done, "text/plain; charset=utf-8"};
 }
 
 Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& req) {
@@ -304,14 +354,29 @@ Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& 
   return {200, std::move(*events)};
 }
 
-std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
-                                              std::shared_ptr<grammar::CompiledGrammar>* grammar) {
-  if (g.model != model.name) {
-    ApiError e = api_error(404, fmt::format("The model `{}` does not exist.", g.model), "invalid_request_error",
-                           "model_not_found");
+std::optional<ApiError> Server::Impl::resolve_model(const std::string& name, engine::AcquiredLora* lora) {
+  if (name == model.name) return std::nullopt;
+  Result<engine::AcquiredLora> acquired =
+      model.loras ? model.loras->acquire(name) : Result<engine::AcquiredLora>(Status::not_found(name));
+  if (acquired.ok()) {
+    *lora = std::move(acquired).value();
+    return std::nullopt;
+  }
+  if (acquired.status().code() != StatusCode::kNotFound) {
+    ApiError e = status_error(acquired.status());
     e.param = "model";
     return e;
   }
+  ApiError e = api_error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
+                         "model_not_found");
+  e.param = "model";
+  return e;
+}
+
+std::optional<ApiError> Server::Impl::prepare(GenerateRequest& g, std::vector<std::vector<int32_t>>* prompts,
+                                              std::shared_ptr<grammar::CompiledGrammar>* grammar,
+                                              engine::AcquiredLora* lora) {
+  if (auto e = resolve_model(g.model, lora)) return e;
   const tokenizer::Tokenizer& tok = *model.tokenizer;
   const bool chat = g.kind == ApiKind::kChat;
   if (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed) {
@@ -380,6 +445,13 @@ std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req
                                    kPrefillPeerHeader));
   }
   if (Status s = check_peer(peer); !s.ok()) return bad_request(s.message());
+  // The prefill worker computes the prompt's KV from the base model alone.
+  if (!specs.empty() && specs.front().lora) {
+    return bad_request(fmt::format("{}: LoRA adapters are not served with prefill/decode disaggregation; send the "
+                                   "request without the header",
+                                   kPrefillPeerHeader),
+                       "model");
+  }
   for (engine::RequestSpec& spec : specs) {
     model.kv_client->attach(spec, peer);
     imports->push_back(spec.kv_import);
@@ -391,8 +463,9 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
   std::shared_ptr<grammar::CompiledGrammar> grammar;
+  engine::AcquiredLora lora;
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
-  if (!err) err = prepare(g, &prompts, &grammar);
+  if (!err) err = prepare(g, &prompts, &grammar, &lora);
   if (err) {
     co_await reply(res, error_reply(*err));
     co_return;
@@ -402,7 +475,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   meta.kind = kind;
   meta.id = fmt::format("{}-{}{:x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", id_prefix, next_id.fetch_add(1));
   meta.created = unix_seconds();
-  meta.model = model.name;
+  meta.model = g.model;
   Usage usage;
   std::vector<engine::RequestSpec> specs;
   std::vector<std::string> ids;
@@ -415,8 +488,9 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
       spec.prompt = prompt;
       spec.params = g.params;
       spec.priority = g.priority;
-      spec.cache_key = g.cache_key;
+      spec.cache_key = engine::cache_key_for_adapter(g.cache_key, lora.id);
       spec.grammar = grammar;
+      spec.lora = lora.adapter;
       if (spec.params.seed) *spec.params.seed += static_cast<uint64_t>(i);  // n seeded choices differ
       ids.push_back(spec.id);
       specs.push_back(std::move(spec));

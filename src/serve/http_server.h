@@ -2,7 +2,8 @@
 //
 // Endpoints: POST /v1/completions, /v1/chat/completions (JSON, or server-sent events with
 // "stream": true, ending in "data: [DONE]"), GET /v1/models, /health, /metrics (Prometheus),
-// POST /tokenize, /detokenize; with --kv-events, GET /kv/events?after=N and /kv/snapshot. Errors are OpenAI-shaped JSON with the right status: 400 bad
+// POST /tokenize, /detokenize, /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's: a
+// request names an adapter by its "model"); with --kv-events, GET /kv/events?after=N and /kv/snapshot. Errors are OpenAI-shaped JSON with the right status: 400 bad
 // body or parameter, 401 bad key, 404 unknown model or path, 405 wrong method, 408 slow
 // client, 413 body over the limit, 429 queue full and 503 shutting down (both with
 // Retry-After). A client that disconnects mid-request aborts its engine requests.
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/lora_pool.h"
 #include "grammar/constraint.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
@@ -55,6 +57,9 @@ struct ModelInfo {
   // Set with --kv-events: GET /kv/events?after=N and GET /kv/snapshot (serve/kv_events.h).
   const KvEventLog* kv_events = nullptr;
   grammar::GrammarCache* grammars = nullptr;  // compiles structured-output constraints (thread-safe)
+  // The LoRA adapters served over the base model, by name (the "model" field); listed by
+  // /v1/models, changed by POST /v1/load_lora_adapter and /v1/unload_lora_adapter. Null: none.
+  engine::LoraPool* loras = nullptr;
 };
 
 class Server {

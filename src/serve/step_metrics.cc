@@ -25,6 +25,10 @@ EngineStepMetrics::EngineStepMetrics(metrics::Registry& r, const std::string& mo
       decode_tokens_(r.histogram("koi:engine_step_batch_tokens", "Tokens computed in each engine step, by phase.",
                                  {"model_name", "phase"}, kCountBuckets)
                          .labels({model, "decode"})),
+      models_(r.histogram("koi:engine_step_batch_models",
+                          "Models among the requests of each engine step: the base and each LoRA adapter.",
+                          {"model_name"}, kCountBuckets)
+                  .labels({model})),
       schedule_seconds_(r.histogram("koi:engine_step_schedule_seconds", "Scheduler time of each engine step.",
                                     {"model_name"}, kStepBuckets)
                             .labels({model})),
@@ -44,6 +48,7 @@ void EngineStepMetrics::observe(const engine::StepStats& step) {
   decode_requests_.observe(step.num_decode_requests);
   prefill_tokens_.observe(step.num_prefill_tokens);
   decode_tokens_.observe(step.num_decode_tokens);
+  models_.observe(step.num_models);
   schedule_seconds_.observe(step.schedule_seconds);
   forward_seconds_.observe(step.forward_seconds);
   duration_seconds_.observe(step.total_seconds);

@@ -29,6 +29,7 @@ class EngineStepMetrics {
   metrics::Histogram& decode_requests_;
   metrics::Histogram& prefill_tokens_;
   metrics::Histogram& decode_tokens_;
+  metrics::Histogram& models_;
   metrics::Histogram& schedule_seconds_;
   metrics::Histogram& forward_seconds_;
   metrics::Histogram& duration_seconds_;

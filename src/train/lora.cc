@@ -19,59 +19,11 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr char kWeightsFile[] = "adapter_model.safetensors";
-constexpr char kConfigFile[] = "adapter_config.json";
-
-struct TargetInfo {
-  LoraTarget target;
-  const char* short_name;
-  const char* module;  // path inside a decoder layer
-};
-constexpr TargetInfo kTargets[kNumLoraTargets] = {
-    {LoraTarget::kQ, "q", "self_attn.q_proj"},     {LoraTarget::kK, "k", "self_attn.k_proj"},
-    {LoraTarget::kV, "v", "self_attn.v_proj"},     {LoraTarget::kO, "o", "self_attn.o_proj"},
-    {LoraTarget::kGate, "gate", "mlp.gate_proj"}, {LoraTarget::kUp, "up", "mlp.up_proj"},
-    {LoraTarget::kDown, "down", "mlp.down_proj"},
-};
-
-const TargetInfo& info(LoraTarget target) { return kTargets[static_cast<int>(target)]; }
-
-// "model.layers.<layer>.self_attn.q_proj": the base weight's name without ".weight".
-std::string module_path(int layer, LoraTarget target) {
-  return "model.layers." + std::to_string(layer) + "." + info(target).module;
-}
-
-// (in, out) of a projection.
-std::pair<int64_t, int64_t> projection_shape(const model::ModelConfig& c, LoraTarget target) {
-  switch (target) {
-    case LoraTarget::kQ: return {c.dim, c.q_dim()};
-    case LoraTarget::kK:
-    case LoraTarget::kV: return {c.dim, c.kv_dim()};
-    case LoraTarget::kO: return {c.q_dim(), c.dim};
-    case LoraTarget::kGate:
-    case LoraTarget::kUp: return {c.dim, c.ffn_dim};
-    case LoraTarget::kDown: return {c.ffn_dim, c.dim};
-  }
-  return {0, 0};
-}
+constexpr LoraTarget kAllTargets[kNumLoraTargets] = {LoraTarget::kQ,    LoraTarget::kK,  LoraTarget::kV,
+                                                     LoraTarget::kO,    LoraTarget::kGate, LoraTarget::kUp,
+                                                     LoraTarget::kDown};
 
 }  // namespace
-
-Result<LoraTarget> lora_target_from_name(std::string_view name) {
-  std::string known;
-  for (const TargetInfo& t : kTargets) {
-    const std::string module = lora_module_name(t.target);
-    if (name == t.short_name || name == module) return t.target;
-    known += std::string(known.empty() ? "" : ", ") + t.short_name;
-  }
-  return Status::invalid_argument("unknown LoRA target '" + std::string(name) + "' (known: " + known +
-                                  ", or the same with _proj)");
-}
-
-const char* lora_module_name(LoraTarget target) {
-  const char* module = info(target).module;
-  return std::strchr(module, '.') + 1;
-}
 
 LoraAdapters::LoraAdapters(model::ModelConfig model, LoraConfig config)
     : model_(std::move(model)), config_(std::move(config)) {}
@@ -83,18 +35,18 @@ Result<LoraAdapters> LoraAdapters::create(const model::ModelConfig& model, const
   if (a.config_.alpha <= 0.0f) a.config_.alpha = static_cast<float>(config.rank);
   for (LoraTarget t : config.targets) a.adapted_[static_cast<int>(t)] = true;
   a.config_.targets.clear();  // canonical order, no repeats
-  for (const TargetInfo& t : kTargets) {
-    if (a.adapts(t.target)) a.config_.targets.push_back(t.target);
+  for (const LoraTarget target : kAllTargets) {
+    if (a.adapts(target)) a.config_.targets.push_back(target);
   }
   a.slots_.resize(static_cast<size_t>(model.n_layers) * kNumLoraTargets);
   const int64_t r = config.rank;
   int64_t offset = 0;
   for (int l = 0; l < model.n_layers; ++l) {
-    for (const TargetInfo& t : kTargets) {
-      if (!a.adapts(t.target)) continue;
-      Slot& s = a.slot(l, t.target);
-      std::tie(s.in, s.out) = projection_shape(model, t.target);
-      const std::string name = "base_model.model." + module_path(l, t.target);
+    for (const LoraTarget target : kAllTargets) {
+      if (!a.adapts(target)) continue;
+      Slot& s = a.slot(l, target);
+      std::tie(s.in, s.out) = model::lora_projection_shape(model, target);
+      const std::string name = "base_model.model." + model::lora_module_path(l, target);
       s.a = static_cast<int>(a.layout_.size());
       a.layout_.push_back({name + ".lora_A.weight", {r, s.in}, offset, r * s.in, true});
       offset += r * s.in;
@@ -109,25 +61,15 @@ Result<LoraAdapters> LoraAdapters::create(const model::ModelConfig& model, const
 }
 
 Result<LoraAdapters> LoraAdapters::load(const std::string& dir, const model::ModelConfig& model) {
-  const std::string config_path = path_join(dir, kConfigFile);
-  KOI_ASSIGN_OR_RETURN(std::string text, read_file(config_path));
-  LoraConfig config;
-  try {
-    const json::object o = json::parse(text).as_object();
-    if (o.at("peft_type").as_string() != "LORA") {
-      return Status::unsupported(config_path + ": peft_type is not LORA; only LoRA adapters are supported");
-    }
-    config.rank = json::value_to<int>(o.at("r"));
-    config.alpha = static_cast<float>(o.at("lora_alpha").to_number<double>());
-    config.targets.clear();
-    for (const json::value& name : o.at("target_modules").as_array()) {
-      KOI_ASSIGN_OR_RETURN(LoraTarget t, lora_target_from_name(std::string_view(name.as_string())));
-      config.targets.push_back(t);
-    }
-  } catch (const std::exception& e) {
-    return Status::corrupt(config_path + ": not a PEFT LoRA config (needs peft_type, r, lora_alpha and a list " +
-                           "target_modules): " + e.what());
+  KOI_ASSIGN_OR_RETURN(model::LoraFileConfig file, model::read_lora_config(dir));
+  if (file.rslora) {
+    return Status::unsupported(path_join(dir, model::kLoraConfigFile) +
+                               ": use_rslora adapters are served but not trained by Koi");
   }
+  LoraConfig config;
+  config.rank = file.rank;
+  config.alpha = file.alpha;
+  config.targets = file.targets;
   KOI_ASSIGN_OR_RETURN(LoraAdapters a, create(model, config));
   KOI_RETURN_IF_ERROR(a.load_params(dir));
   return a;
@@ -182,10 +124,10 @@ void LoraAdapters::backward(ThreadPool* pool, int layer, LoraTarget target, cons
 void LoraAdapters::merge_into(std::vector<float>* base_params, const std::vector<ParamTensor>& base_layout) const {
   const int64_t r = config_.rank;
   for (int l = 0; l < model_.n_layers; ++l) {
-    for (const TargetInfo& t : kTargets) {
-      if (!adapts(t.target)) continue;
-      const Slot& s = slots_[static_cast<size_t>(l) * kNumLoraTargets + static_cast<size_t>(t.target)];
-      const std::string name = module_path(l, t.target) + ".weight";
+    for (const LoraTarget target : kAllTargets) {
+      if (!adapts(target)) continue;
+      const Slot& s = slots_[static_cast<size_t>(l) * kNumLoraTargets + static_cast<size_t>(target)];
+      const std::string name = model::lora_module_path(l, target) + ".weight";
       auto w = std::find_if(base_layout.begin(), base_layout.end(),
                             [&](const ParamTensor& p) { return p.name == name; });
       KOI_CHECK(w != base_layout.end() && w->size == s.in * s.out);
@@ -217,12 +159,12 @@ Status LoraAdapters::save(const std::string& dir) const {
   json::array modules;
   for (LoraTarget t : config_.targets) modules.emplace_back(lora_module_name(t));
   o["target_modules"] = std::move(modules);
-  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(dir, kConfigFile), json::serialize(o)));
-  return write_params(path_join(dir, kWeightsFile), layout_, params_);
+  KOI_RETURN_IF_ERROR(write_file_atomic(path_join(dir, model::kLoraConfigFile), json::serialize(o)));
+  return write_params(path_join(dir, model::kLoraWeightsFile), layout_, params_);
 }
 
 Status LoraAdapters::load_params(const std::string& dir) {
-  return read_params(path_join(dir, kWeightsFile), layout_, &params_);
+  return read_params(path_join(dir, model::kLoraWeightsFile), layout_, &params_);
 }
 
 }  // namespace koi::train

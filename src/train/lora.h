@@ -24,19 +24,17 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "train/param_tensor.h"
 
 namespace koi::train {
 
-// The projections an adapter can sit on, with their PEFT module names.
-enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
-constexpr int kNumLoraTargets = 7;
-
-// "q" or "q_proj" (k, v, o, gate, up, down likewise); InvalidArgument listing the names.
-Result<LoraTarget> lora_target_from_name(std::string_view name);
-// "q_proj", "k_proj", ..., "down_proj".
-const char* lora_module_name(LoraTarget target);
+// The projections and their PEFT names live with the format, in model/lora.h.
+using model::kNumLoraTargets;
+using model::lora_module_name;
+using model::lora_target_from_name;
+using model::LoraTarget;
 
 struct LoraConfig {
   int rank = 0;  // 0: no adapters (train every weight)

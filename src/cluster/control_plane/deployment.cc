@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kMetricNames[] = {"waitingRequests", "kvCacheUsage", "ttftMs"};
 // Flags the controller sets itself on every replica.
-constexpr const char* kOwnFlags[] = {"--model", "-m", "--port", "--host", "--served-model-name"};
+constexpr const char* kOwnFlags[] = {"--model", "-m", "--port", "--host", "--served-model-name", "--lora"};
 
 void parse_rollout(YamlReader r, RolloutPolicy* p) {
   if (r.has("canarySteps")) {
@@ -86,8 +86,21 @@ void parse_spec(YamlReader& spec, const std::string& name, DeploymentSpec* s) {
     for (const char* own : kOwnFlags) {
       if (a == own || a.starts_with(std::string(own) + "=")) {
         spec.fail(fmt::format("{}[{}]", spec.field("serveArgs"), i),
-                  fmt::format("{} is set by the control plane (spec.model, the replica's port, spec.route)", own));
+                  fmt::format("{} is set by the control plane (spec.model, the replica's port, spec.route, "
+                              "spec.adapters)",
+                              own));
       }
+    }
+  }
+  s->adapters = spec.string_map("adapters");
+  for (const auto& [adapter, dir] : s->adapters) {
+    const std::string field = spec.field("adapters") + "." + adapter;
+    if (!valid_name(adapter) || adapter == s->route) {
+      spec.fail(field, "adapter names are 1-63 characters of a-z, 0-9 and '-', other than spec.route (the "
+                       "model name requests give)");
+    } else if (!dir.starts_with("/")) {
+      spec.fail(field, "must be an absolute path to a PEFT adapter directory (replicas run in their own work "
+                       "directories)");
     }
   }
   parse_rollout(spec.child("rollout"), &s->rollout);
@@ -148,6 +161,15 @@ Status write_deployment(StateStore& store, const DeploymentObject& d, const std:
 
 std::string_view autoscale_metric_name(AutoscaleMetric m) { return kMetricNames[static_cast<int>(m)]; }
 
+std::vector<std::string> replica_serve_args(const DeploymentSpec& spec) {
+  std::vector<std::string> args = spec.serve_args;
+  for (const auto& [adapter, dir] : spec.adapters) {
+    args.push_back("--lora");
+    args.push_back(adapter + "=" + dir);
+  }
+  return args;
+}
+
 json::object deployment_spec_json(const DeploymentSpec& s) {
   json::array args;
   for (const std::string& a : s.serve_args) args.emplace_back(a);
@@ -165,6 +187,11 @@ json::object deployment_spec_json(const DeploymentSpec& s) {
                     {"slo", json::object{{"maxErrorRate", num(s.slo.max_error_rate)},
                                          {"p99TtftMs", num(s.slo.p99_ttft_ms)},
                                          {"minRequests", s.slo.min_requests}}}};
+  if (!s.adapters.empty()) {
+    json::object adapters;
+    for (const auto& [adapter, dir] : s.adapters) adapters[adapter] = dir;
+    spec["adapters"] = std::move(adapters);
+  }
   if (s.autoscale.enabled) {
     spec["autoscale"] = json::object{{"metric", autoscale_metric_name(s.autoscale.metric)},
                                      {"target", num(s.autoscale.target)},

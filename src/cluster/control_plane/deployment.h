@@ -11,7 +11,9 @@
 //     resources: {cpu: 1, memoryMiB: 1024}     # per replica, as a Job's
 //     queue: serving                   # default: the namespace's first queue
 //     priority: 100
-//     serveArgs: [--max-num-seqs, "4"] # extra koi serve flags (not --model, --port, --host)
+//     serveArgs: [--max-num-seqs, "4"] # extra koi serve flags (not --model, --port, --host, --lora)
+//     adapters: {poet: /abs/poet}      # LoRA adapters (PEFT directories) every replica serves
+//                                      # by name beside the route's base model (--lora NAME=DIR)
 //     rollout: {canarySteps: [10, 50, 100], stepSeconds: 30, readyTimeoutSeconds: 120,
 //               drainTimeoutSeconds: 30}
 //     slo: {maxErrorRate: 0.05, p99TtftMs: 500, minRequests: 20}
@@ -29,6 +31,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +69,11 @@ struct AutoscalePolicy {
   double scale_down_delay_seconds = 60;
 };
 
+struct DeploymentSpec;
+// The koi serve flags of a replica beyond the controller's own: spec.serveArgs, then
+// --lora NAME=DIR for each of spec.adapters.
+std::vector<std::string> replica_serve_args(const DeploymentSpec& spec);
+
 struct DeploymentSpec {
   std::string model;  // as written: "fortunes@production"
   ModelRef ref;
@@ -75,6 +83,7 @@ struct DeploymentSpec {
   std::string queue;
   int priority = 0;
   std::vector<std::string> serve_args;
+  std::map<std::string, std::string> adapters;  // LoRA adapter name -> absolute PEFT directory
   RolloutPolicy rollout;
   SloPolicy slo;
   AutoscalePolicy autoscale;

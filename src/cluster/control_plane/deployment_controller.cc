@@ -349,7 +349,8 @@ Status DeploymentController::start_replica(Work& w, int version, const std::stri
   s.kind = JobKind::kCommand;
   s.command = {koi_binary_, "serve", "--model", artifact, "--host", "127.0.0.1", "--port", std::to_string(port),
                "--served-model-name", w.spec.route};
-  s.command.insert(s.command.end(), w.spec.serve_args.begin(), w.spec.serve_args.end());
+  const std::vector<std::string> serve_args = replica_serve_args(w.spec);
+  s.command.insert(s.command.end(), serve_args.begin(), serve_args.end());
   s.resources = w.spec.resources;
   s.queue = w.spec.queue;
   s.priority = w.spec.priority;

@@ -57,7 +57,13 @@ TEST(DeploymentTest, BadFieldsAreNamedByPath) {
   EXPECT_EQ(error_of("  model: m\n  rollout: {canarySteps: [50, 10, 100]}\n"), "spec.rollout.canarySteps[1]: steps must increase");
   EXPECT_EQ(error_of("  model: m\n  rollout: {canarySteps: [10, 50]}\n"), "spec.rollout.canarySteps[1]: the last step must be 100");
   EXPECT_EQ(error_of("  model: m\n  serveArgs: [--port, '9']\n"),
-            "spec.serveArgs[0]: --port is set by the control plane (spec.model, the replica's port, spec.route)");
+            "spec.serveArgs[0]: --port is set by the control plane (spec.model, the replica's port, spec.route, "
+            "spec.adapters)");
+  EXPECT_EQ(error_of("  model: m\n  adapters: {poet: rel/poet}\n"),
+            "spec.adapters.poet: must be an absolute path to a PEFT adapter directory (replicas run in their own work "
+            "directories)");
+  EXPECT_EQ(error_of("  model: m\n  adapters: {fortunes: /a}\n").substr(0, 60),
+            "spec.adapters.fortunes: adapter names are 1-63 characters of");
   EXPECT_EQ(error_of("  model: m\n  autoscale: {metric: gpu, target: 1}\n"),
             "spec.autoscale.metric: must be waitingRequests, kvCacheUsage or ttftMs (got 'gpu')");
   EXPECT_EQ(error_of("  model: m\n  autoscale: {metric: kvCacheUsage, target: 2}\n"),
@@ -116,6 +122,17 @@ TEST(DeploymentTest, TheDocumentedExampleParses) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->spec.route, "fortunes");
   EXPECT_EQ(d->spec.autoscale.target, 2);
+}
+
+TEST(DeploymentTest, AdaptersBecomeLoraFlagsOfEveryReplica) {
+  auto d = parse_deployment_manifest(
+      manifest("  model: m\n  serveArgs: [--max-loras, '2']\n  adapters: {poet: /a/poet, judge: /a/judge}\n"), "alpha");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(replica_serve_args(d->spec),
+            (std::vector<std::string>{"--max-loras", "2", "--lora", "judge=/a/judge", "--lora", "poet=/a/poet"}));
+  auto again = deployment_spec_from_json(d->spec_json);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->adapters, d->spec.adapters);
 }
 
 }  // namespace
