@@ -18,6 +18,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace koi::model {
@@ -47,10 +48,13 @@ class LlamaModel {
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
+  MoeFfn moe_;                               // the FFN of mixture-of-experts models
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names
 // the tensor ("blk.3.attn_k.weight has shape [64, 32], expected [64, 16]").
 Status validate_weights(const ModelConfig& config, const ModelWeights& weights);
+// One tensor's shape (ne innermost first) and, for norms and biases, type f32.
+Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne, bool f32_only);
 
 }  // namespace koi::model
