@@ -1,5 +1,6 @@
 // LlamaModel: the forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, Qwen3,
-// SmolLM, TinyLlama) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
+// SmolLM, TinyLlama, Gemma 2, and the mixture-of-experts Mixtral / Qwen2-MoE / Qwen3-MoE,
+// whose FFN is MoeFfn, moe.h) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
 //
 // forward() runs one ForwardBatch (any mix of prefill chunks and decode tokens from many
 // sequences) over a paged KvCache and writes the logits of the requested tokens. A token's
