@@ -1,7 +1,8 @@
 // Batch invariance and prefix caching of the engine over real forward passes (issue 3, must
 // show 2 and 3): 32 different greedy requests give the same tokens when each runs alone as
 // when all run together with chunked prefill, shared prefixes and preemption forced by a
-// tiny KV pool — on stories260K and on a random tiny model; and a request that shares a
+// tiny KV pool — on stories260K, on a random tiny model and on random tiny mixture-of-experts
+// models; and a request that shares a
 // 1,000-token prefix with an earlier one computes only its new tokens.
 #include <gtest/gtest.h>
 
@@ -91,6 +92,21 @@ TEST(EngineBatchTest, Stories260kIsBatchInvariant) {
 TEST(EngineBatchTest, RandomTinyModelIsBatchInvariant) {
   auto m = test_util::random_tiny(7);
   expect_batch_invariant(*m);
+}
+
+// Mixture of experts: each token's experts are chosen and summed from its own row alone, so
+// routing keeps batch invariance — Mixtral-style (renormalised top-2 of 4) and Qwen2-MoE-style
+// (top-2 of 6 without renormalisation, a shared expert with its sigmoid gate).
+TEST(EngineBatchTest, RandomTinyMoeModelsAreBatchInvariant) {
+  for (bool qwen2_style : {false, true}) {
+    model::ModelConfig config = *model::named_shape("tiny-moe");
+    if (qwen2_style) config.moe = {.n_experts = 6, .n_experts_used = 2, .expert_ffn_dim = 32, .norm_topk_prob = false,
+                                   .shared_ffn_dim = 48};
+    model::ModelWeights weights = model::random_weights(config, 11);
+    ASSERT_TRUE(model::validate_weights(config, weights).ok());
+    model::LlamaModel m(std::move(config), std::move(weights));
+    expect_batch_invariant(m);
+  }
 }
 
 TEST(EngineBatchTest, SharedThousandTokenPrefixIsComputedOnce) {

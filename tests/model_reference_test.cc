@@ -2,7 +2,8 @@
 // Llama 3 rope scaling, Mistral with and without its sliding window, Qwen2, Qwen3 with
 // per-head Q/K norms, Gemma 2 with GeGLU, post-norms, soft-caps and sliding-window layers,
 // Gemma 3 with Q/K norms, a layer pattern and local/global rope, Phi-3 with fused tensors,
-// a window and LongRoPE) in Hugging Face format, made by tests/reference/tiny_models.py with
+// a window and LongRoPE; the mixture-of-experts Mixtral, Qwen2-MoE with a shared expert and
+// Qwen3-MoE) in Hugging Face format, made by tests/reference/tiny_models.py with
 // Debian's PyTorch, whose float64 logits are the reference. Koi must match them within 1e-4 relative error
 // (max |koi - ref| / max |ref| over each prompt's logits), loading the HF directory directly
 // and after conversion to GGUF at f32; q8_0 and q4_0 GGUF conversions must stay within the
@@ -218,7 +219,94 @@ TEST_P(PerModel, KoiConvertGgufMatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerModel,
                          ::testing::Values("llama_gqa", "qwen2_bias_tied", "llama3_scaled", "mistral_bf16",
                                            "qwen3_qknorm", "qwen3_tied", "gemma2_swa", "mistral_swa", "phi3_swa",
-                                           "gemma3_swa", "gemma3_pattern6"));
+                                           "gemma3_swa", "gemma3_pattern6", "mixtral_moe", "qwen2_moe_shared",
+                                           "qwen3_moe"));
+
+// Each MoE routing feature changes these logits: the renormalisation (on for Mixtral and this
+// Qwen3-MoE, off for this Qwen2-MoE), the number of experts per token and Qwen2-MoE's shared
+// expert. Turning any one the other way puts Koi far outside the tolerance.
+TEST_F(ModelReferenceTest, MoeRoutingFeaturesEachMatter) {
+  const std::vector<std::tuple<const char*, const char*, void (*)(ModelConfig&)>> ablations = {
+      {"mixtral_moe", "no renormalisation", [](ModelConfig& c) { c.moe.norm_topk_prob = false; }},
+      {"mixtral_moe", "top-1", [](ModelConfig& c) { c.moe.n_experts_used = 1; }},
+      {"qwen2_moe_shared", "renormalised", [](ModelConfig& c) { c.moe.norm_topk_prob = true; }},
+      {"qwen2_moe_shared", "no shared expert", [](ModelConfig& c) { c.moe.shared_ffn_dim = 0; }},
+      {"qwen3_moe", "top-2", [](ModelConfig& c) { c.moe.n_experts_used = 2; }},
+  };
+  for (const auto& [model, what, change] : ablations) {
+    const std::string d = path_join(dir_, model);
+    auto loaded = load_hf_weights(d);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    change(loaded->config);
+    const double err = worst_error(std::move(*loaded), load_reference(d)).max_rel;
+    EXPECT_GT(err, 1e-2) << model << " with " << what;
+    std::printf("%s with %s: max relative error %.3g\n", model, what, err);
+  }
+}
+
+// The GGUF Koi writes for Qwen2-MoE is what llama.cpp reads: architecture qwen2moe, the expert
+// keys, the router ffn_gate_inp [dim, experts] in f32, the experts stacked in 3-D
+// ffn_{gate,up,down}_exps [in, out, experts], and the shared expert with its 1-D gate.
+TEST_F(ModelReferenceTest, Qwen2MoeGgufUsesLlamaCppNames) {
+  auto file = GgufFile::open(to_gguf(path_join(dir_, "qwen2_moe_shared"), DType::kQ8_0));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto arch = file->get_string("general.architecture");
+  auto count = file->get_int("qwen2moe.expert_count");
+  auto used = file->get_int("qwen2moe.expert_used_count");
+  auto width = file->get_int("qwen2moe.expert_feed_forward_length");
+  auto shared = file->get_int("qwen2moe.expert_shared_feed_forward_length");
+  ASSERT_TRUE(arch.ok() && count.ok() && used.ok() && width.ok() && shared.ok());
+  EXPECT_EQ(*arch, "qwen2moe");
+  EXPECT_EQ(*count, 6);
+  EXPECT_EQ(*used, 2);
+  EXPECT_EQ(*width, 32);
+  EXPECT_EQ(*shared, 40);
+  const std::vector<std::tuple<const char*, DType, std::vector<int64_t>>> want = {
+      {"blk.1.ffn_gate_inp.weight", DType::kF32, {64, 6}},
+      {"blk.1.ffn_gate_exps.weight", DType::kQ8_0, {64, 32, 6}},
+      {"blk.1.ffn_up_exps.weight", DType::kQ8_0, {64, 32, 6}},
+      {"blk.1.ffn_down_exps.weight", DType::kQ8_0, {32, 64, 6}},
+      {"blk.1.ffn_gate_inp_shexp.weight", DType::kF32, {64}},
+      {"blk.1.ffn_gate_shexp.weight", DType::kQ8_0, {64, 40}},
+      {"blk.1.ffn_up_shexp.weight", DType::kQ8_0, {64, 40}},
+      {"blk.1.ffn_down_shexp.weight", DType::kF16, {40, 64}},  // rows of 40: not q8_0 blocks, f16
+  };
+  for (const auto& [name, type, ne] : want) {
+    const GgufTensorInfo* t = file->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->view.type, type) << name;
+    ASSERT_EQ(t->view.n_dims, static_cast<int>(ne.size())) << name;
+    for (size_t i = 0; i < ne.size(); ++i) EXPECT_EQ(t->view.ne[i], ne[i]) << name << " dim " << i;
+  }
+  EXPECT_EQ(file->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+}
+
+TEST_F(ModelReferenceTest, MoeWithDenseLayersIsRefused) {
+  auto c = parse_hf_config(R"({"architectures":["Qwen3MoeForCausalLM"],"hidden_size":8,"num_hidden_layers":2,
+      "num_attention_heads":2,"intermediate_size":16,"vocab_size":10,"num_experts":4,"num_experts_per_tok":2,
+      "moe_intermediate_size":8,"mlp_only_layers":[1]})",
+                           "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "x/config.json: decoder_sparse_step / mlp_only_layers make some layers dense; Koi runs MoE models whose "
+            "every layer is sparse (decoder_sparse_step 1, mlp_only_layers [])");
+}
+
+TEST_F(ModelReferenceTest, MoeTooManyExpertsPerTokenIsAClearError) {
+  auto c = parse_hf_config(R"({"architectures":["MixtralForCausalLM"],"hidden_size":8,"num_hidden_layers":2,
+      "num_attention_heads":2,"intermediate_size":16,"vocab_size":10,"num_local_experts":4,"num_experts_per_tok":5})",
+                           "x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "x/config.json: model config: experts used per token (5) must be from 1 to the expert count (4)");
+}
+
+TEST_F(ModelReferenceTest, MoeMissingExpertIsAClearError) {
+  auto loaded = load_hf_weights(path_join(dir_, "mixtral_moe"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  loaded->weights.layers[1].moe.up[3] = TensorView{};
+  EXPECT_EQ(validate_weights(loaded->config, loaded->weights).message(), "tensor blk.1.ffn_up_exps[3] is missing");
+}
 
 // Each Gemma 2 feature changes these logits: turning any one off in Koi puts it far outside
 // the tolerance, so the match above checks all of them, the window at positions past it
@@ -590,8 +678,8 @@ TEST_F(ModelReferenceTest, UnsupportedArchitectureIsAClearError) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "x/config.json: architecture 'GPT2LMHeadModel' is not supported; Koi runs LlamaForCausalLM, "
-            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) and "
-            "Phi3ForCausalLM");
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text), "
+            "Phi3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM");
 }
 
 TEST_F(ModelReferenceTest, MissingFieldIsAClearError) {

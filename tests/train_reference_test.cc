@@ -3,7 +3,9 @@
 // training steps (clipping, warmup + cosine, AdamW with weight decay) reproduce PyTorch's
 // losses. The oracle is tests/reference/train_reference.py (Debian's python3-torch). The
 // LoRA case freezes the base and checks the adapters' gradients and steps instead, against
-// PEFT's formula x W^T + alpha/r (x A^T) B^T written out in PyTorch.
+// PEFT's formula x W^T + alpha/r (x A^T) B^T written out in PyTorch. The mixture-of-experts
+// cases (Mixtral, Qwen2-MoE with a shared expert) include the router's load-balancing loss, so
+// every router gradient carries both the routing weights' and the aux loss's terms.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -27,6 +29,8 @@ struct Case {
   bool tied, bias;
   kernels::RopeStyle rope;
   int lora_rank = 0;  // > 0: train adapters of that rank on every projection, alpha = 2 * rank
+  model::MoeConfig moe = {};  // experts (bias: Qwen2-MoE names, else Mixtral's)
+  float aux_coef = 0.0f;      // the load-balancing loss's weight
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -39,11 +43,14 @@ TEST_P(TrainReferenceTest, LossGradientsAndAdamWStepsMatchPyTorch) {
   c.dim = k.dim, c.n_layers = k.layers, c.n_heads = k.heads, c.n_kv_heads = k.kv_heads, c.ffn_dim = k.ffn;
   c.n_vocab = k.vocab, c.head_dim = k.dim / k.heads, c.max_seq_len = 16, c.tied_embeddings = k.tied;
   c.qkv_bias = k.bias, c.rope_style = k.rope, c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
+  c.moe = k.moe;
+  if (k.moe.enabled() && k.bias) c.arch = "qwen2";
   ThreadPool pool(2);
   auto m = LlamaTrain::create(c, &pool);
   ASSERT_TRUE(m.ok()) << m.status().message();
   // random_weights has norms near 1 and larger matrices than init_random: bigger gradients.
   ASSERT_TRUE(m->load(model::random_weights(c, 7)).ok());
+  m->set_moe_aux_loss_coef(k.aux_coef);
   if (k.lora_rank > 0) {
     const LoraConfig lora{.rank = k.lora_rank, .alpha = 2.0f * k.lora_rank,
                           .targets = {LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV, LoraTarget::kO,
@@ -74,6 +81,12 @@ TEST_P(TrainReferenceTest, LossGradientsAndAdamWStepsMatchPyTorch) {
   json::object mc{{"dim", c.dim}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads},
                   {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}, {"tied_embeddings", c.tied_embeddings},
                   {"rope_style", k.rope == kernels::RopeStyle::kNeox ? "neox" : "interleaved"}};
+  if (k.moe.enabled()) {
+    mc["moe"] = {{"family", k.bias ? "qwen2_moe" : "mixtral"}, {"experts", k.moe.n_experts},
+                 {"experts_per_token", k.moe.n_experts_used}, {"expert_ffn", k.moe.expert_ffn_dim},
+                 {"shared_ffn", k.moe.shared_ffn_dim}, {"norm_topk_prob", k.moe.norm_topk_prob},
+                 {"aux_coef", k.aux_coef}};
+  }
   json::object oc{{"lr", sched.lr}, {"min_lr", sched.min_lr}, {"warmup_steps", sched.warmup_steps},
                   {"decay_steps", sched.decay_steps}, {"beta1", adam.beta1}, {"beta2", adam.beta2},
                   {"eps", adam.eps}, {"weight_decay", adam.weight_decay}, {"grad_clip", clip}, {"steps", steps}};
@@ -92,7 +105,7 @@ TEST_P(TrainReferenceTest, LossGradientsAndAdamWStepsMatchPyTorch) {
 
   // Step 0: loss and every gradient.
   m->zero_grad();
-  const float loss = m->forward(inputs.data(), targets.data(), B, T);
+  const float loss = m->forward(inputs.data(), targets.data(), B, T) + m->aux_loss();
   m->backward(1.0f / (B * T));
   const float ref_loss = ref->find("loss")->view.f32()[0];
   EXPECT_NEAR(loss, ref_loss, 1e-5 * std::fabs(ref_loss));
@@ -114,7 +127,7 @@ TEST_P(TrainReferenceTest, LossGradientsAndAdamWStepsMatchPyTorch) {
   const float* ref_losses = ref->find("losses")->view.f32();
   for (int step = 0; step < steps; ++step) {
     m->zero_grad();
-    const float l = m->forward(inputs.data(), targets.data(), B, T);
+    const float l = m->forward(inputs.data(), targets.data(), B, T) + m->aux_loss();
     m->backward(1.0f / (B * T));
     clip_grad_norm(m->trainable_grads(), clip);
     opt.step(m->trainable_params(), m->trainable_grads(), m->trainable_layout(), lr_at(sched, step));
@@ -129,7 +142,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"gqa_untied", 32, 2, 4, 2, 48, 40, false, false, kernels::RopeStyle::kNeox},
                       Case{"mha_tied_bias", 32, 2, 4, 4, 64, 48, true, true, kernels::RopeStyle::kNeox},
                       Case{"mqa_interleaved_bias", 24, 1, 3, 1, 40, 36, false, true, kernels::RopeStyle::kInterleaved},
-                      Case{"gqa_bias_lora", 32, 2, 4, 2, 48, 40, false, true, kernels::RopeStyle::kNeox, 3}),
+                      Case{"gqa_bias_lora", 32, 2, 4, 2, 48, 40, false, true, kernels::RopeStyle::kNeox, 3},
+                      // Mixtral: top-2 of 4 experts, renormalised; Qwen2-MoE: top-2 of 4, not
+                      // renormalised, a shared expert and its gate. Both with the aux loss.
+                      Case{"mixtral_moe", 32, 2, 4, 2, 24, 40, false, false, kernels::RopeStyle::kNeox, 0,
+                           {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = 24}, 0.1f},
+                      Case{"qwen2_moe_shared", 32, 2, 4, 2, 40, 40, false, true, kernels::RopeStyle::kNeox, 0,
+                           {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = 16, .norm_topk_prob = false,
+                            .shared_ffn_dim = 24},
+                           0.1f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

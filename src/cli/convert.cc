@@ -48,7 +48,7 @@ int run_convert(const ConvertOptions& o) {
 
   if (!o.random_shape.empty()) {
     auto shape = model::named_shape(o.random_shape);
-    if (!shape) return fail("--random must be one of tiny, tinyllama, tinyllama-8k; got '" + o.random_shape + "'");
+    if (!shape) return fail("--random must be one of tiny, tiny-moe, tinyllama, tinyllama-8k; got '" + o.random_shape + "'");
     config = *shape;
     weights = model::random_weights(config, o.seed);
     spec = tokenizer::synthetic_spm_spec(config.n_vocab);
@@ -114,7 +114,7 @@ Runner setup_convert(CLI::App* app) {
                       "attn_v and ffn_down layers; q4_k/q5_k/q6_k use one type for every matrix)")
       ->capture_default_str();
   app->add_option("--random", o->random_shape,
-                  "write a random-weight model of a named shape instead (tiny, tinyllama, tinyllama-8k: TinyLlama with an 8192-token context) with a synthetic vocabulary");
+                  "write a random-weight model of a named shape instead (tiny, tiny-moe: tiny with 4 Mixtral-style experts, tinyllama, tinyllama-8k: TinyLlama with an 8192-token context) with a synthetic vocabulary");
   app->add_option("--seed", o->seed, "seed of the --random weights")->capture_default_str();
   app->add_option("--name", o->name, "model name stored in the file (default: from the input file name)");
   return [o] { return run_convert(*o); };

@@ -36,6 +36,7 @@ struct TrainOptions {
   bool resume = false;
   std::optional<int> zero;
   std::optional<double> bucket_mb;
+  std::optional<float> moe_aux_loss_coef;
   double collective_timeout = 60.0;
   std::optional<int> nproc;
   std::optional<int> max_restarts;
@@ -67,6 +68,7 @@ int run_train(const TrainOptions& o) {
   if (o.threads) config->threads = *o.threads;
   if (o.zero) config->zero_stage = *o.zero;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
+  if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
   if (o.lora_rank) {
     if (config->init_from.empty()) return fail("--lora-rank needs a recipe with model.init_from (the model to adapt)");
     config->lora.rank = *o.lora_rank;
@@ -118,6 +120,10 @@ Runner setup_train(CLI::App* app) {
       ->check(CLI::IsMember({0, 1}));
   app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
+                  "mixture-of-experts models: weight of the router's load-balancing loss (overrides "
+                  "train.moe_aux_loss_coef, default 0.01)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--collective-timeout", o->collective_timeout,
                   "seconds a collective may wait for the other ranks before the job fails")
       ->capture_default_str()

@@ -1,5 +1,7 @@
 #include "model/gguf_export.h"
 
+#include "model/moe.h"
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -151,7 +153,7 @@ uint32_t ExportType::file_type() const {
 Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& w, ExportType weight_type,
                                       GgufWriter& writer) {
   KOI_RETURN_IF_ERROR(c.validate());
-  const std::string& a = c.arch;
+  const std::string a = gguf_architecture(c);
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", c.name.empty() ? "koi-model" : c.name);
   writer.set_u32("general.file_type", weight_type.file_type());
@@ -167,6 +169,7 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
   writer.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   writer.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.n_vocab));
   KOI_RETURN_IF_ERROR(add_arch_settings(c, writer));
+  if (c.moe.enabled()) add_moe_metadata(c, a, writer);
   if (c.head_dim * c.n_heads != c.dim) {
     writer.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     writer.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
@@ -177,7 +180,7 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
   if (a != "llama" && c.rope_style != kernels::RopeStyle::kNeox) {
     return Status::unsupported("export: a " + a + " model with interleaved rope cannot be written as GGUF " + a);
   }
-  if (c.qk_norm != (a == "qwen3" || a == "gemma3")) {
+  if (c.qk_norm != (c.arch == "qwen3" || c.arch == "gemma3")) {
     return Status::unsupported("export: GGUF " + a + (c.qk_norm ? " has no" : " needs") + " per-head Q/K norms");
   }
 
@@ -202,6 +205,23 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
     stats.bytes += static_cast<int64_t>(bytes.size());
     ++stats.tensors;
     writer.add_tensor(name, type, std::move(ne), std::move(bytes));
+  };
+  // The experts of one MoE tensor, stacked as llama.cpp stores them: {in, out, n_experts}.
+  auto add_stacked = [&](const std::string& name, const std::vector<TensorView>& experts) {
+    const int64_t in = experts[0].ne[0], out = experts[0].ne[1];
+    const DType type = weight_type.tensor_type(name, in, c.n_layers, !c.tied_embeddings);
+    if (in % dtype_block_size(weight_type.base) != 0) ++stats.fallback_tensors;
+    const int64_t row_bytes = dtype_row_bytes(type, in);
+    std::vector<uint8_t> bytes(static_cast<size_t>(experts.size() * out * row_bytes));
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const std::vector<float> data = to_f32(experts[e]);
+      for (int64_t r = 0; r < out; ++r) {
+        quantize_row(type, data.data() + r * in, bytes.data() + (static_cast<int64_t>(e) * out + r) * row_bytes, in);
+      }
+    }
+    stats.bytes += static_cast<int64_t>(bytes.size());
+    ++stats.tensors;
+    writer.add_tensor(name, type, {in, out, static_cast<int64_t>(experts.size())}, std::move(bytes));
   };
 
   auto add_vector = [&](const std::string& name, const std::vector<float>& v) {
@@ -255,6 +275,10 @@ Result<ExportStats> add_model_to_gguf(const ModelConfig& c, const ModelWeights& 
       add(p + "ffn_up.weight", L.w_up, true, 0);
     }
     add(p + "ffn_down.weight", L.w_down, true, 0);
+    if (c.moe.enabled()) {
+      add_moe_tensors(L.moe, p, [&](const std::string& name, const TensorView& t, bool matrix) { add(name, t, matrix, 0); },
+                      add_stacked);
+    }
   }
   return stats;
 }

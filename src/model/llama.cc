@@ -34,6 +34,8 @@ void rmsnorm_rows(float* y, const TensorView& weight, int64_t n_tokens, int64_t 
   for (int64_t t = 0; t < n_tokens; ++t) kernels::rmsnorm(y + t * dim, weight.f32(), y + t * dim, dim, eps);
 }
 
+}  // namespace
+
 Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne,
                     bool f32_only) {
   TensorView want = make_view(DType::kF32, ne, nullptr);
@@ -52,8 +54,6 @@ Status check_tensor(const TensorView& t, const std::string& name, std::initializ
   }
   return ok_status();
 }
-
-}  // namespace
 
 Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
   KOI_RETURN_IF_ERROR(check_tensor(w.token_embd, "token_embd", {c.dim, c.n_vocab}, false));
@@ -84,6 +84,10 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
     if (c.post_norms) {
       KOI_RETURN_IF_ERROR(check_tensor(L.attn_post_norm, p + "post_attention_norm", {c.dim}, true));
       KOI_RETURN_IF_ERROR(check_tensor(L.ffn_post_norm, p + "post_ffw_norm", {c.dim}, true));
+    }
+    if (c.moe.enabled()) {
+      KOI_RETURN_IF_ERROR(validate_moe_weights(c, L.moe, p));
+      continue;
     }
     KOI_RETURN_IF_ERROR(check_tensor(L.w_gate, p + "ffn_gate", {c.dim, c.ffn_dim}, false));
     KOI_RETURN_IF_ERROR(check_tensor(L.w_up, p + "ffn_up", {c.dim, c.ffn_dim}, false));
@@ -216,18 +220,22 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     for (int64_t t = 0; t < T; ++t) {
       kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
     }
-    kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
-    kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
-    add_lora(layer, LoraTarget::kGate, xn_.data(), gate_.data(), T, pool);
-    add_lora(layer, LoraTarget::kUp, xn_.data(), up_.data(), T, pool);
-    if (c.ffn_activation == FfnActivation::kGeluTanh) {
-      kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn);
+    if (c.moe.enabled()) {  // Mixtral / Qwen-MoE: routed SwiGLU experts (moe.h)
+      moe_.forward(c, L.moe, xn_.data(), proj_.data(), T, pool);
     } else {
-      kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+      kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
+      kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
+      add_lora(layer, LoraTarget::kGate, xn_.data(), gate_.data(), T, pool);
+      add_lora(layer, LoraTarget::kUp, xn_.data(), up_.data(), T, pool);
+      if (c.ffn_activation == FfnActivation::kGeluTanh) {
+        kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn);
+      } else {
+        kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+      }
+      span.emplace(trace_, "ffn down", "op");
+      kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
+      add_lora(layer, LoraTarget::kDown, gate_.data(), proj_.data(), T, pool);
     }
-    span.emplace(trace_, "ffn down", "op");
-    kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
-    add_lora(layer, LoraTarget::kDown, gate_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
     span.reset();  // inside the layer's span

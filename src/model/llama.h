@@ -1,5 +1,6 @@
 // LlamaModel: the forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, Qwen3,
-// Gemma 2/3, Phi-3, SmolLM, TinyLlama) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
+// Gemma 2/3, Phi-3, SmolLM, TinyLlama, and the mixture-of-experts Mixtral / Qwen2-MoE /
+// Qwen3-MoE, whose FFN is MoeFfn, moe.h) on CPU, in fp32 over f32/f16/bf16/q8_0/q4_0 weights.
 //
 // forward() runs one ForwardBatch (any mix of prefill chunks and decode tokens from many
 // sequences) over a paged KvCache and writes the logits of the requested tokens. A token's
@@ -20,6 +21,7 @@
 #include "model/kv_cache.h"
 #include "model/lora.h"
 #include "model/model_config.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace koi::model {
@@ -64,10 +66,13 @@ class LlamaModel {
   std::vector<const LoraAdapter*> lora_table_;     // distinct adapters of the batch (gather_adapters())
   std::vector<int32_t> lora_row_;                  // per token: index into lora_table_, or -1
   std::vector<kernels::LoraMatrices> lora_matrices_;  // lora_table_'s matrices of one projection
+  MoeFfn moe_;                               // the FFN of mixture-of-experts models
 };
 
 // Checks that every tensor has the shape and type the config implies; the message names
 // the tensor ("blk.3.attn_k.weight has shape [64, 32], expected [64, 16]").
 Status validate_weights(const ModelConfig& config, const ModelWeights& weights);
+// One tensor's shape (ne innermost first) and, for norms and biases, type f32.
+Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne, bool f32_only);
 
 }  // namespace koi::model

@@ -12,6 +12,7 @@
 #include "base/file.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/moe.h"
 #include "model/safetensors.h"
 
 namespace koi::model {
@@ -111,8 +112,7 @@ const char* hf_layer_name(const ModelConfig& config, const LayerTensor& t) {
 }
 
 // Fills the views of `w` by name through `get` (an empty view for a missing tensor).
-template <typename Get>
-void fill_views(const ModelConfig& config, bool hf, Get&& get, ModelWeights& w) {
+Status fill_views(const ModelConfig& config, bool hf, const TensorGetter& get, ModelWeights& w) {
   auto pick = [hf](const TensorNames& n) { return std::string(hf ? n.hf : n.gguf); };
   w.token_embd = get(pick(kEmbedding));
   w.output_norm = get(pick(kOutputNorm));
@@ -124,7 +124,9 @@ void fill_views(const ModelConfig& config, bool hf, Get&& get, ModelWeights& w) 
       const char* name = hf ? hf_layer_name(config, t) : t.names.gguf;
       if (name != nullptr) w.layers[l].*t.member = get(prefix + name);
     }
+    if (config.moe.enabled()) KOI_RETURN_IF_ERROR(fill_moe_views(config, hf, l, get, w.layers[l].moe));
   }
+  return ok_status();
 }
 
 // Rows [first, first + count) of the matrix t (its rows run along ne[1]): a view into the
@@ -312,11 +314,12 @@ Status rope_scaling_from_gguf(const GgufFile& g, ModelConfig& c) {
 Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   KOI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   ModelConfig c;
-  c.arch = arch;
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
+  c.arch = family_of_gguf_architecture(arch);  // qwen2moe is qwen2 with experts
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma2" && c.arch != "gemma3" &&
+      c.arch != "phi3") {
     return Status::unsupported(g.path() + ": architecture '" + arch +
-                               "' is not supported; Koi runs GGUF architectures llama, qwen2, qwen3, gemma2, gemma3 "
-                               "and phi3");
+                               "' is not supported; Koi runs GGUF architectures llama, qwen2, qwen3, gemma2, gemma3, "
+                               "phi3, qwen2moe and qwen3moe");
   }
   const std::string& file = g.path();
   // An integer setting: required ones must be there, optional ones keep `fallback`.
@@ -360,12 +363,13 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   }
   KOI_RETURN_IF_ERROR(get_positive("attention.layer_norm_rms_epsilon", &c.norm_eps));
   KOI_RETURN_IF_ERROR(get_positive("rope.freq_base", &c.rope_theta));
-  c.rope_style = arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
-  c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
-  if (arch == "gemma2" || arch == "gemma3") KOI_RETURN_IF_ERROR(gemma_from_gguf(g, c));
+  c.rope_style = c.arch == "llama" ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kNeox;
+  c.qkv_bias = c.arch == "qwen2";
+  c.qk_norm = c.arch == "qwen3";
+  if (c.arch == "gemma2" || c.arch == "gemma3") KOI_RETURN_IF_ERROR(gemma_from_gguf(g, c));
   if (arch == "llama" || arch == "phi3") KOI_RETURN_IF_ERROR(window_from_gguf(g, arch, c));  // every layer
   KOI_RETURN_IF_ERROR(rope_scaling_from_gguf(g, c));
+  KOI_RETURN_IF_ERROR(moe_from_gguf(g, arch, c));
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) return Status::corrupt(g.path() + ": tensor token_embd.weight is missing");
   KOI_ASSIGN_OR_RETURN(c.n_vocab, setting(file, "the rows of token_embd.weight (the vocabulary)", embd->view.ne[1]));
@@ -392,7 +396,7 @@ Result<LoadedWeights> load_gguf_weights(const std::string& path) {
     const GgufTensorInfo* t = gguf->find_tensor(name);
     return t != nullptr ? t->view : TensorView{};
   };
-  fill_views(config, /*hf=*/false, get, w);
+  if (Status s = fill_views(config, /*hf=*/false, get, w); !s.ok()) return s.with_prefix(path);
   if (Status s = split_fused_tensors(config, /*hf=*/false, get, w); !s.ok()) return s.with_prefix(path);
   if (Status s = validate_weights(config, w); !s.ok()) return s.with_prefix(path);
   return out;
@@ -613,12 +617,14 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
     arch_name = std::string(mt->as_string());
   }
   if (arch_name == "LlamaForCausalLM" || arch_name == "MistralForCausalLM" || arch_name == "llama" ||
-      arch_name == "mistral") {
+      arch_name == "mistral" || arch_name == "MixtralForCausalLM" || arch_name == "mixtral") {
     c.arch = "llama";
-  } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
+  } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2" || arch_name == "Qwen2MoeForCausalLM" ||
+             arch_name == "qwen2_moe") {
     c.arch = "qwen2";
     c.qkv_bias = true;
-  } else if (arch_name == "Qwen3ForCausalLM" || arch_name == "qwen3") {
+  } else if (arch_name == "Qwen3ForCausalLM" || arch_name == "qwen3" || arch_name == "Qwen3MoeForCausalLM" ||
+             arch_name == "qwen3_moe") {
     c.arch = "qwen3";
     c.qk_norm = true;
   } else if (arch_name == "Gemma2ForCausalLM" || arch_name == "gemma2") {
@@ -630,7 +636,8 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   } else {
     return Status::unsupported(file_name + ": architecture '" + arch_name +
                                "' is not supported; Koi runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                               "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) and Phi3ForCausalLM");
+                               "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text), Phi3ForCausalLM, "
+                               "MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM");
   }
   const bool mistral = arch_name == "MistralForCausalLM" || arch_name == "mistral";
   KOI_ASSIGN_OR_RETURN(c.dim, integer("hidden_size"));
@@ -651,6 +658,7 @@ Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& 
   if (c.arch == "gemma2" || c.arch == "gemma3") KOI_RETURN_IF_ERROR(gemma_from_hf(o, file_name, c));
   if (c.arch == "phi3") KOI_RETURN_IF_ERROR(phi3_from_hf(o, file_name, c));
   if (mistral) KOI_RETURN_IF_ERROR(window_from_hf(o, file_name, c));  // every layer (sliding_pattern 0)
+  if (is_moe_hf_architecture(arch_name)) KOI_RETURN_IF_ERROR(moe_from_hf(o, arch_name, file_name, c));
   // Qwen2/Qwen3 configs carry sliding_window but only use it with use_sliding_window: true,
   // which Koi does not run; refusing beats silently attending to the whole context.
   if (const json::value* sw = o.if_contains("use_sliding_window"); sw && sw->is_bool() && sw->as_bool()) {
@@ -720,7 +728,7 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
     const SafetensorsTensor* t = model->find(name);
     return t != nullptr ? t->view : TensorView{};
   };
-  fill_views(config, /*hf=*/true, get, w);
+  KOI_RETURN_IF_ERROR(fill_views(config, /*hf=*/true, get, w));
   if (Status s = split_fused_tensors(config, /*hf=*/true, get, w); !s.ok()) return s.with_prefix(dir);
   // Norms and biases must be f32 for the forward pass; HF checkpoints often store them in
   // bf16/f16, so those small vectors are converted into owned f32 copies.
@@ -741,7 +749,7 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
   to_f32(w.output_norm);
   for (LayerWeights& L : w.layers) {
     for (TensorView* t : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.attn_q_norm, &L.attn_k_norm,
-                          &L.attn_post_norm, &L.ffn_post_norm}) {
+                          &L.attn_post_norm, &L.ffn_post_norm, &L.moe.shared_gate_inp}) {
       to_f32(*t);
     }
   }

@@ -1,5 +1,6 @@
 // Loading a model's config and weights from what users have on disk:
-//  - a GGUF file (architectures "llama", "qwen2" and "qwen3"; weights stay memory-mapped),
+//  - a GGUF file (architectures "llama" (with experts: Mixtral), "qwen2", "qwen3", "gemma2",
+//    "qwen2moe" and "qwen3moe"; weights stay memory-mapped, stacked experts are sliced per expert),
 //  - a Hugging Face directory (config.json + model.safetensors or a sharded
 //    model.safetensors.index.json; weights stay memory-mapped).
 // llama2.c checkpoints are not loaded directly: `koi convert` imports them into GGUF.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "model/moe.h"
+
 namespace koi::model {
 
 Status ModelConfig::validate() const {
@@ -51,7 +53,7 @@ Status ModelConfig::validate() const {
       return bad("embedding scale, attention scale, soft-caps and local rope theta must be finite and >= 0");
     }
   }
-  return ok_status();
+  return validate_moe_config(moe);
 }
 
 namespace {
@@ -113,6 +115,7 @@ int64_t ModelConfig::num_parameters() const {
   if (qkv_bias) per_layer += q_dim() + 2LL * kv_dim();
   if (qk_norm) per_layer += 2LL * head_dim;
   if (post_norms) per_layer += 2LL * dim;
+  if (moe.enabled()) per_layer += moe_layer_parameters(*this) - 3LL * dim * ffn_dim;
   int64_t total = per_layer * n_layers + static_cast<int64_t>(n_vocab) * dim + dim;
   if (!tied_embeddings) total += static_cast<int64_t>(n_vocab) * dim;
   return total;

@@ -27,9 +27,26 @@ struct RopeScaling {
 
 enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU (Llama) or GeGLU (Gemma)
 
+// Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; src/model/moe.h): every layer's FFN is
+// n_experts SwiGLU experts of expert_ffn_dim, of which a router picks n_experts_used per token.
+// Routing weights are softmax(router logits) at the chosen experts, renormalised to sum to 1
+// when norm_topk_prob (Mixtral's softmax over the top-k logits is exactly that; Qwen's
+// norm_topk_prob flag). shared_ffn_dim > 0 adds Qwen2-MoE's shared expert, scaled by
+// sigmoid(shared gate . x). n_experts == 0: a dense FFN of ffn_dim.
+struct MoeConfig {
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int expert_ffn_dim = 0;
+  bool norm_topk_prob = true;
+  int shared_ffn_dim = 0;
+
+  bool enabled() const { return n_experts > 0; }
+};
+
 struct ModelConfig {
-  // "llama" (Llama, Mistral, SmolLM, TinyLlama), "qwen2" or "qwen3"; also the GGUF
-  // general.architecture the model is written as.
+  // "llama" (Llama, Mistral, SmolLM, TinyLlama, Mixtral), "qwen2" or "qwen3"; also the GGUF
+  // general.architecture the model is written as (with moe: qwen2moe, qwen3moe; see
+  // gguf_architecture() in moe.h).
   std::string arch = "llama";
   std::string name;
   int n_vocab = 0;
@@ -79,6 +96,7 @@ struct ModelConfig {
   int sliding_window = 0;
   int sliding_pattern = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
+  MoeConfig moe;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -13,9 +13,10 @@ std::optional<ModelConfig> named_shape(const std::string& name) {
   c.rope_style = kernels::RopeStyle::kInterleaved;
   c.norm_eps = 1e-5f;
   c.max_seq_len = 2048;
-  if (name == "tiny") {
-    c.name = "random-tiny";
+  if (name == "tiny" || name == "tiny-moe") {
+    c.name = "random-" + name;
     c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 128, c.n_vocab = 512;
+    if (name == "tiny-moe") c.moe = {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = 64};
   } else if (name == "tinyllama" || name == "tinyllama-8k") {
     c.name = name == "tinyllama" ? "random-tinyllama-1.1b" : "random-tinyllama-1.1b-8k";
     c.dim = 2048, c.n_layers = 22, c.n_heads = 32, c.n_kv_heads = 4, c.ffn_dim = 5632, c.n_vocab = 32000;
@@ -67,6 +68,23 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
     if (c.post_norms) {
       L.attn_post_norm = make({c.dim}, 0.05f, 1.0f);
       L.ffn_post_norm = make({c.dim}, 0.05f, 1.0f);
+    }
+    if (c.moe.enabled()) {
+      const MoeConfig& m = c.moe;
+      L.moe.router = make({c.dim, m.n_experts}, s_in, 0.0f);
+      for (int e = 0; e < m.n_experts; ++e) {
+        L.moe.gate.push_back(make({c.dim, m.expert_ffn_dim}, s_in, 0.0f));
+        L.moe.up.push_back(make({c.dim, m.expert_ffn_dim}, s_in, 0.0f));
+        L.moe.down.push_back(make({m.expert_ffn_dim, c.dim}, 1.0f / std::sqrt(static_cast<float>(m.expert_ffn_dim)), 0.0f));
+      }
+      if (m.shared_ffn_dim > 0) {
+        const float s_shared = 1.0f / std::sqrt(static_cast<float>(m.shared_ffn_dim));
+        L.moe.shared_gate_inp = make({c.dim}, s_in, 0.0f);
+        L.moe.shared_gate = make({c.dim, m.shared_ffn_dim}, s_in, 0.0f);
+        L.moe.shared_up = make({c.dim, m.shared_ffn_dim}, s_in, 0.0f);
+        L.moe.shared_down = make({m.shared_ffn_dim, c.dim}, s_shared, 0.0f);
+      }
+      continue;
     }
     L.w_gate = make({c.dim, c.ffn_dim}, s_in, 0.0f);
     L.w_up = make({c.dim, c.ffn_dim}, s_in, 0.0f);

@@ -14,7 +14,7 @@
 namespace koi::model {
 
 // Named shapes: "tiny" (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128, vocab 512, context
-// 2048) and "tinyllama" (TinyLlama-1.1B: dim 2048, 22 layers, 32 heads, 4 KV heads, FFN
+// 2048), "tiny-moe" (the same with a Mixtral-style FFN: 4 experts of 64, 2 per token) and "tinyllama" (TinyLlama-1.1B: dim 2048, 22 layers, 32 heads, 4 KV heads, FFN
 // 5632, vocab 32000, context 2048); "tinyllama-8k" is the same with a context of 8192, for
 // long-prompt benchmarks (pp4096).
 std::optional<ModelConfig> named_shape(const std::string& name);

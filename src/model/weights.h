@@ -15,6 +15,16 @@
 
 namespace koi::model {
 
+// A mixture-of-experts FFN (ModelConfig::moe). The experts' matrices are one view each,
+// whether the file stores them one tensor per expert (Hugging Face) or stacked in 3-D (GGUF
+// ffn_*_exps, expert e at row block e).
+struct MoeLayerWeights {
+  TensorView router;                                 // {dim, n_experts}   (ffn_gate_inp)
+  std::vector<TensorView> gate, up, down;            // per expert {dim, F}, {dim, F}, {F, dim}
+  TensorView shared_gate_inp;                        // {dim} or {dim, 1} (Qwen2-MoE), or absent
+  TensorView shared_gate, shared_up, shared_down;    // {dim, Fs}, {dim, Fs}, {Fs, dim}, or absent
+};
+
 struct LayerWeights {
   TensorView attn_norm;            // f32 [dim]
   TensorView wq, wk, wv, wo;       // wq {dim, q_dim}, wk/wv {dim, kv_dim}, wo {q_dim, dim}
@@ -25,6 +35,7 @@ struct LayerWeights {
   TensorView ffn_post_norm;        // f32 [dim] (Gemma 2), or absent
   TensorView w_gate, w_up;         // {dim, ffn_dim}
   TensorView w_down;               // {ffn_dim, dim}
+  MoeLayerWeights moe;             // with ModelConfig::moe instead of w_gate/w_up/w_down
 };
 
 struct ModelWeights {

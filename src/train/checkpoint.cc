@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "model/loader.h"
+#include "model/moe.h"
 #include "model/safetensors.h"
 #include "tokenizer/load.h"
 
@@ -65,6 +66,7 @@ std::string hf_config_json(const model::ModelConfig& c) {
   o["attention_bias"] = c.qkv_bias;
   o["tie_word_embeddings"] = c.tied_embeddings;
   o["torch_dtype"] = "float32";
+  if (c.moe.enabled()) model::add_moe_hf_config(c, o);
   return json::serialize(o);
 }
 

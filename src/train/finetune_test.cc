@@ -78,6 +78,44 @@ TEST(LoadBaseWeights, InterleavedWeightsTrainAsTheSameModel) {
   EXPECT_NEAR(loss, inference_loss(c, model::random_weights(c, 3), in, tg), 1e-5);
 }
 
+// A mixture-of-experts model written as GGUF (experts stacked in 3-D, llama.cpp's names;
+// Mixtral as "llama" with Q/K permuted, Qwen2-MoE as "qwen2moe" with its shared expert) comes
+// back as the same training parameters, bit for bit, so training from GGUF computes the
+// gradients that train_reference_test checks against PyTorch for the HF layout.
+TEST(LoadBaseWeights, MoeGgufLoadsAsTheSameTrainingParameters) {
+  for (bool qwen2 : {false, true}) {
+    model::ModelConfig c = gguf_config(30);
+    c.rope_style = kernels::RopeStyle::kNeox;
+    c.moe = {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = c.ffn_dim};
+    if (qwen2) {
+      c.arch = "qwen2", c.qkv_bias = true;
+      c.moe = {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = 8, .norm_topk_prob = false, .shared_ffn_dim = 12};
+    }
+    ThreadPool pool(2);
+    LlamaTrain hf = LlamaTrain::create(c, &pool).value();
+    ASSERT_TRUE(hf.load(model::random_weights(c, 5)).ok());
+    model::GgufWriter writer;
+    ASSERT_TRUE(model::add_model_to_gguf(c, hf.weights_view(), DType::kF32, writer).ok());
+    const std::string text = "abcdefghijklmnopqrstuvwxyz0123";
+    tokenizer::spec_to_gguf(CharVocab::from_text(text).to_spec(), writer);
+    auto dir = make_temp_dir("koi-moe-gguf");
+    ASSERT_TRUE(dir.ok());
+    const std::string path = path_join(*dir, "moe.gguf");
+    ASSERT_TRUE(writer.write(path).ok());
+    auto base = load_base_model(path);
+    ASSERT_TRUE(base.ok()) << base.status().message();
+    EXPECT_EQ(base->config.moe.n_experts, 4);
+    EXPECT_EQ(base->config.moe.shared_ffn_dim, c.moe.shared_ffn_dim);
+    EXPECT_EQ(base->config.moe.norm_topk_prob, c.moe.norm_topk_prob);
+    LlamaTrain gguf = LlamaTrain::create(base->config, &pool).value();
+    ASSERT_TRUE(load_base_weights(*base, &gguf).ok());
+    ASSERT_EQ(gguf.layout().size(), hf.layout().size());
+    for (size_t i = 0; i < hf.layout().size(); ++i) EXPECT_EQ(gguf.layout()[i].name, hf.layout()[i].name);
+    EXPECT_EQ(gguf.params(), hf.params()) << (qwen2 ? "qwen2moe" : "mixtral");
+    remove_all(*dir);
+  }
+}
+
 class FineTuneTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -15,6 +15,11 @@ ModelFlops model_flops(const model::ModelConfig& c, int T) {
   m.layer.attention = 2 * (2 * q * ctx);
   m.layer.output = 2 * q * d;
   m.layer.ffn = 3 * 2 * d * f;
+  if (c.moe.enabled()) {  // the router, the k experts a token visits, the shared expert and its gate
+    const model::MoeConfig& e = c.moe;
+    m.layer.ffn = 2 * d * e.n_experts + e.n_experts_used * 3 * 2 * d * e.expert_ffn_dim +
+                  (e.shared_ffn_dim > 0 ? 2 * d + 3 * 2 * d * e.shared_ffn_dim : 0.0);
+  }
   m.n_layers = c.n_layers;
   m.lm_head = 2 * d * c.n_vocab;
   return m;

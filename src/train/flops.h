@@ -10,6 +10,8 @@
 //     attention values  P V  2 q (T + 1) / 2
 //     output projection      2 q d
 //     SwiGLU feed-forward    3 * 2 d f            (gate, up, down)
+//       with experts:        2 d E + k * 3 * 2 d F (+ 2 d + 3 * 2 d Fs with a shared expert): the
+//                            router and only the k experts each token is routed to
 //   once
 //     LM head                2 d V
 // Norms, RoPE, softmax, SiLU and the residual adds are O(d) per token and left out (under 1%

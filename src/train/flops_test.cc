@@ -36,6 +36,18 @@ TEST(ModelFlops, MatchesSixNPlusAttentionFromTheParameterLayout) {
   }
 }
 
+// With experts only the k routed to count: 6 N_active, N_active being the layout's parameters
+// less the E - k experts of each layer a token does not visit (router, shared expert and its
+// gate included).
+TEST(ModelFlops, MixtureOfExpertsCountsTheRoutedExpertsOnly) {
+  model::ModelConfig c = config(false);
+  c.arch = "qwen2";
+  c.moe = {.n_experts = 6, .n_experts_used = 2, .expert_ffn_dim = 24, .shared_ffn_dim = 40};
+  const int T = 16;
+  const double idle = 3.0 * c.dim * c.moe.expert_ffn_dim * (c.moe.n_experts - c.moe.n_experts_used) * c.n_layers;
+  EXPECT_DOUBLE_EQ(train_flops_per_token(model_flops(c, T), false), palm_train_flops(c, T) - 6.0 * idle);
+}
+
 TEST(ModelFlops, FrozenBaseCostsTwoForwards) {
   const ModelFlops f = model_flops(config(true), 32);
   EXPECT_DOUBLE_EQ(train_flops_per_token(f, true), 2.0 * f.forward_per_token());

@@ -8,6 +8,7 @@
 #include "base/random.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "model/moe.h"
 #include "tensor/dtype.h"
 #include "train/linear.h"
 
@@ -106,6 +107,26 @@ std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base,
     }
     add(pre + "self_attn.o_proj.weight", {C, QD}, true, &L.wo);
     add(pre + "post_attention_layernorm.weight", {C}, false, &L.ffn_norm);
+    if (c.moe.enabled()) {
+      // Router, then each expert's gate, up and down, then the shared expert and its gate.
+      const model::MoeHfNames n = model::moe_hf_names(c, l);
+      const int64_t E = c.moe.n_experts, FE = c.moe.expert_ffn_dim, FS = c.moe.shared_ffn_dim;
+      L.w_gate = L.w_up = L.w_down = nullptr;
+      L.moe.gate.resize(E), L.moe.up.resize(E), L.moe.down.resize(E);
+      add(n.router, {E, C}, true, &L.moe.router);
+      for (int64_t e = 0; e < E; ++e) {
+        add(n.gate[e], {FE, C}, true, &L.moe.gate[e]);
+        add(n.up[e], {FE, C}, true, &L.moe.up[e]);
+        add(n.down[e], {C, FE}, true, &L.moe.down[e]);
+      }
+      if (FS > 0) {
+        add(n.shared_gate_inp, {1, C}, true, &L.moe.shared_gate_inp);
+        add(n.shared_gate, {FS, C}, true, &L.moe.shared_gate);
+        add(n.shared_up, {FS, C}, true, &L.moe.shared_up);
+        add(n.shared_down, {C, FS}, true, &L.moe.shared_down);
+      }
+      continue;
+    }
     add(pre + "mlp.gate_proj.weight", {F, C}, true, &L.w_gate);
     add(pre + "mlp.up_proj.weight", {F, C}, true, &L.w_up);
     add(pre + "mlp.down_proj.weight", {C, F}, true, &L.w_down);
@@ -138,6 +159,9 @@ Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPo
   }
   if (config.sliding_window > 0) {
     return Status::unsupported("training with sliding-window attention is not supported; train with full attention");
+  }
+  if (config.moe.shared_ffn_dim > 0 && config.arch == "llama") {
+    return Status::unsupported("a shared expert is Qwen2-MoE's (arch qwen2); a Mixtral-style (llama) model has none");
   }
   LlamaTrain m(config, pool);
   m.layout_ = param_layout(config);
@@ -174,7 +198,8 @@ void LlamaTrain::init_random(uint64_t seed) {
       std::fill_n(dst, t.size, is_norm ? 1.0f : 0.0f);
       continue;
     }
-    const bool out_proj = t.name.find("o_proj") != std::string::npos || t.name.find("down_proj") != std::string::npos;
+    const bool out_proj = t.name.find("o_proj") != std::string::npos || t.name.find("down_proj") != std::string::npos ||
+                          t.name.ends_with(".w2.weight");  // Mixtral's expert down projection
     const float stddev = out_proj ? out_proj_std : 0.02f;
     Rng rng(seed * 1000003 + i);
     for (int64_t j = 0; j < t.size; ++j) dst[j] = static_cast<float>(rng.normal()) * stddev;
@@ -211,6 +236,28 @@ Status LlamaTrain::load(const model::ModelWeights& w) {
       KOI_RETURN_IF_ERROR(copy(S.bv, L.bv, KVD, b + "attn_v.bias"));
     }
     KOI_RETURN_IF_ERROR(copy(S.ffn_norm, L.ffn_norm, C, b + "ffn_norm"));
+    if (c.moe.enabled()) {
+      const int64_t E = c.moe.n_experts, FE = c.moe.expert_ffn_dim, FS = c.moe.shared_ffn_dim;
+      if (static_cast<int64_t>(S.moe.gate.size()) != E || static_cast<int64_t>(S.moe.up.size()) != E ||
+          static_cast<int64_t>(S.moe.down.size()) != E) {
+        return Status::invalid_argument("cannot train from these weights: " + b + "ffn_*_exps do not hold " +
+                                        std::to_string(E) + " experts");
+      }
+      KOI_RETURN_IF_ERROR(copy(S.moe.router, L.moe.router, E * C, b + "ffn_gate_inp"));
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = "[" + std::to_string(e) + "]";
+        KOI_RETURN_IF_ERROR(copy(S.moe.gate[e], L.moe.gate[e], FE * C, b + "ffn_gate_exps" + x));
+        KOI_RETURN_IF_ERROR(copy(S.moe.up[e], L.moe.up[e], FE * C, b + "ffn_up_exps" + x));
+        KOI_RETURN_IF_ERROR(copy(S.moe.down[e], L.moe.down[e], C * FE, b + "ffn_down_exps" + x));
+      }
+      if (FS > 0) {
+        KOI_RETURN_IF_ERROR(copy(S.moe.shared_gate_inp, L.moe.shared_gate_inp, C, b + "ffn_gate_inp_shexp"));
+        KOI_RETURN_IF_ERROR(copy(S.moe.shared_gate, L.moe.shared_gate, FS * C, b + "ffn_gate_shexp"));
+        KOI_RETURN_IF_ERROR(copy(S.moe.shared_up, L.moe.shared_up, FS * C, b + "ffn_up_shexp"));
+        KOI_RETURN_IF_ERROR(copy(S.moe.shared_down, L.moe.shared_down, C * FS, b + "ffn_down_shexp"));
+      }
+      continue;
+    }
     KOI_RETURN_IF_ERROR(copy(S.w_gate, L.w_gate, F * C, b + "ffn_gate"));
     KOI_RETURN_IF_ERROR(copy(S.w_up, L.w_up, F * C, b + "ffn_up"));
     KOI_RETURN_IF_ERROR(copy(S.w_down, L.w_down, C * F, b + "ffn_down"));
@@ -243,6 +290,19 @@ model::ModelWeights LlamaTrain::weights_view() const {
     lw.w_gate = view({C, F}, L.w_gate);
     lw.w_up = view({C, F}, L.w_up);
     lw.w_down = view({F, C}, L.w_down);
+    if (c.moe.enabled()) {
+      const int64_t E = c.moe.n_experts, FE = c.moe.expert_ffn_dim, FS = c.moe.shared_ffn_dim;
+      lw.moe.router = view({C, E}, L.moe.router);
+      for (int64_t e = 0; e < E; ++e) {
+        lw.moe.gate.push_back(view({C, FE}, L.moe.gate[e]));
+        lw.moe.up.push_back(view({C, FE}, L.moe.up[e]));
+        lw.moe.down.push_back(view({FE, C}, L.moe.down[e]));
+      }
+      lw.moe.shared_gate_inp = view({C}, L.moe.shared_gate_inp);
+      lw.moe.shared_gate = view({C, FS}, L.moe.shared_gate);
+      lw.moe.shared_up = view({C, FS}, L.moe.shared_up);
+      lw.moe.shared_down = view({FS, C}, L.moe.shared_down);
+    }
     w.layers.push_back(lw);
   }
   w.output_norm = view({C}, p.output_norm);
@@ -253,8 +313,9 @@ model::ModelWeights LlamaTrain::weights_view() const {
 void LlamaTrain::resize_activations(int B, int T) {
   B_ = B, T_ = T;
   const model::ModelConfig& c = config_;
-  const int64_t N = int64_t{B} * T, C = c.dim, F = c.ffn_dim;
+  const int64_t N = int64_t{B} * T, C = c.dim, F = c.moe.enabled() ? 0 : c.ffn_dim;  // experts: moe_acts_
   acts_.resize(static_cast<size_t>(c.n_layers));
+  moe_acts_.resize(c.moe.enabled() ? static_cast<size_t>(c.n_layers) : 0);
   for (LayerActs& a : acts_) {
     ensure(a.x_in, N * C);
     ensure(a.rstd1, N);
@@ -409,6 +470,12 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
+    float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
+    if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
+      moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)]);
+      add_into(x_next, a.x_mid.data(), N * C);
+      continue;
+    }
     linear_forward(pool_, a.gate.data(), a.xn2.data(), L.w_gate, nullptr, N, C, F);
     linear_forward(pool_, a.up.data(), a.xn2.data(), L.w_up, nullptr, N, C, F);
     lora_forward(l, LoraTarget::kGate, a.xn2.data(), a.gate.data(), N);
@@ -419,7 +486,6 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
         for (int64_t i = n * F; i < (n + 1) * F; ++i) a.h[i] = a.gate[i] * a.sig[i] * a.up[i];
       }
     });
-    float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
     add_into(x_next, a.x_mid.data(), N * C);
@@ -433,6 +499,8 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   });
   double loss = 0.0;
   for (int64_t n = 0; n < N; ++n) loss -= std::log(static_cast<double>(probs_[n * V + targets[n]]));
+  aux_loss_ = 0.0f;
+  for (const MoeActs& m : moe_acts_) aux_loss_ += moe_aux_coef_ * m.aux / static_cast<float>(c.n_layers);
   return static_cast<float>(loss / static_cast<double>(N));
 }
 
@@ -442,6 +510,9 @@ void LlamaTrain::zero_grad() {
 }
 
 Status LlamaTrain::add_lora(const LoraConfig& config, uint64_t seed) {
+  if (config_.moe.enabled()) {
+    return Status::unsupported("LoRA on a mixture-of-experts model is not supported; fine-tune it fully (lora_rank 0)");
+  }
   KOI_ASSIGN_OR_RETURN(LoraAdapters adapters, LoraAdapters::create(config_, config));
   adapters.init_random(seed);
   lora_ = std::move(adapters);
@@ -484,23 +555,30 @@ void LlamaTrain::backward(float loss_scale) {
     const LayerParams& G = g.layers[static_cast<size_t>(l)];
     const LayerActs& a = acts_[static_cast<size_t>(l)];
     // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
-    zero(dh_, N * F);
-    linear_backward(pool_, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
-    lora_backward(l, LoraTarget::kDown, a.h.data(), dx_.data(), dh_.data(), N);
-    ensure(dgate_, N * F);
-    ensure(dup_, N * F);
-    pool_->parallel_for(N * F, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float gi = a.gate[i], s = a.sig[i];
-        dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
-        dup_[i] = dh_[i] * gi * s;
-      }
-    });
-    zero(dxn_, N * C);
-    linear_backward(pool_, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
-    linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
-    lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
-    lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
+    if (c.moe.enabled()) {  // or the experts, whose per-token loss share is coef * mean_l aux_l
+      const float aux_scale = loss_scale * static_cast<float>(N) * moe_aux_coef_ / static_cast<float>(c.n_layers);
+      zero(dxn_, N * C);
+      moe_backward(pool_, c, L.moe, G.moe, dx_.data(), a.xn2.data(), moe_acts_[static_cast<size_t>(l)], aux_scale,
+                   dxn_.data(), N, moe_scratch_);
+    } else {
+      zero(dh_, N * F);
+      linear_backward(pool_, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
+      lora_backward(l, LoraTarget::kDown, a.h.data(), dx_.data(), dh_.data(), N);
+      ensure(dgate_, N * F);
+      ensure(dup_, N * F);
+      pool_->parallel_for(N * F, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const float gi = a.gate[i], s = a.sig[i];
+          dgate_[i] = dh_[i] * a.up[i] * s * (1.0f + gi * (1.0f - s));
+          dup_[i] = dh_[i] * gi * s;
+        }
+      });
+      zero(dxn_, N * C);
+      linear_backward(pool_, dxn_.data(), G.w_gate, nullptr, dgate_.data(), a.xn2.data(), L.w_gate, N, C, F);
+      linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
+      lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
+      lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
+    }
     rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
 
     // Attention block, from dx = d x_mid (also the residual part of d x_in).

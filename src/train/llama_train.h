@@ -8,7 +8,8 @@
 // as a safetensors file and read back by Koi's loader or by PyTorch.
 //
 // forward() computes the mean cross-entropy of next-token prediction; backward() adds
-// loss_scale * d(sum of per-token losses)/d(params) into grads() (accumulation: call
+// loss_scale * d(sum of per-token losses)/d(params) into grads() (with experts, each token's
+// loss also carries the router's load-balancing term, aux_loss()) (accumulation: call
 // zero_grad() yourself); with LoRA adapters (add_lora) the base is frozen and the gradient
 // goes to the adapters only. Results do not depend on the number of threads: every reduction
 // has a fixed order (the kernels' determinism contract), which is what makes a resumed run
@@ -27,6 +28,7 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "train/lora.h"
+#include "train/moe_train.h"
 #include "train/param_tensor.h"
 
 namespace koi::train {
@@ -37,7 +39,8 @@ std::vector<ParamTensor> param_layout(const model::ModelConfig& config);
 // Pointers into a flat buffer laid out by param_layout (params or grads).
 struct LayerParams {
   float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;  // biases nullptr without qkv_bias
-  float *ffn_norm, *w_gate, *w_up, *w_down;
+  float *ffn_norm, *w_gate, *w_up, *w_down;  // nullptr with experts (moe)
+  MoeParams moe;                              // Mixtral / Qwen-MoE FFN (moe_train.h)
 };
 struct Params {
   float* token_embd;  // (V, C)
@@ -79,6 +82,12 @@ class LlamaTrain {
 
   // inputs, targets: (B, T) token ids; T <= max_seq_len. Returns the mean loss over N.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Mixture of experts: the weight of the router's load-balancing loss (moe_train.h) in the
+  // trained objective; 0 (the default) trains without it.
+  void set_moe_aux_loss_coef(float coef) { moe_aux_coef_ = coef; }
+  // coef * mean over layers of the last forward()'s aux loss (0 for dense models). forward()
+  // returns the cross-entropy alone; the objective backward() differentiates is their sum.
+  float aux_loss() const { return aux_loss_; }
   // (B*T, V) softmax of the logits of the last forward().
   const float* probs() const { return probs_.data(); }
   // Zeroes the gradients of what is trained (trainable_grads()).
@@ -124,6 +133,9 @@ class LlamaTrain {
   };
   int B_ = 0, T_ = 0;
   std::vector<LayerActs> acts_;
+  std::vector<MoeActs> moe_acts_;  // per layer, with experts
+  MoeScratch moe_scratch_;
+  float moe_aux_coef_ = 0.0f, aux_loss_ = 0.0f;
   std::vector<float> x_out_, rstd_f_, xn_f_;  // (N, C), (N), (N, C)
   std::vector<float> probs_;                  // (N, V) softmax of the logits
   std::vector<int32_t> inputs_, targets_;     // (N)

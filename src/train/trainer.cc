@@ -220,7 +220,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
                                     field("kv_heads", &m.n_kv_heads), field("ffn_dim", &m.ffn_dim),
                                     field("context", &m.max_seq_len), field("tied_embeddings", &m.tied_embeddings),
                                     field("qkv_bias", &m.qkv_bias), field("rope_theta", &m.rope_theta),
-                                    field("norm_eps", &m.norm_eps), field("init_from", &c.init_from)},
+                                    field("norm_eps", &m.norm_eps), field("init_from", &c.init_from),
+                                    field("experts", &m.moe.n_experts),
+                                    field("experts_per_token", &m.moe.n_experts_used)},
                                    file_name));
   // data.text: one file or a list of them.
   const Field text{"text", [&c](const YAML::Node& n) {
@@ -242,7 +244,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("bucket_mb", &c.bucket_mb)},
+       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -253,6 +255,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (tokenizer.empty()) tokenizer = c.init_from.empty() ? "char" : "model";
   KOI_RETURN_IF_ERROR(check_finetune_keys(root, tokenizer, lora_targets, file_name, &c));
   if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
+  if (m.moe.n_experts > 0) m.moe.expert_ffn_dim = m.ffn_dim;  // Mixtral-style: each expert is ffn_dim wide
   if (m.n_heads > 0) m.head_dim = m.dim / m.n_heads;
   if (c.seq_len == 0 && c.init_from.empty()) c.seq_len = m.max_seq_len;
   if (c.schedule.decay_steps == 0) c.schedule.decay_steps = c.steps;
@@ -269,6 +272,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
     return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
   }
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
+  if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
+    return Status::invalid_argument(file_name + ": train.moe_aux_loss_coef must be a finite number >= 0");
+  }
   if (!(c.val_fraction > 0.0 && c.val_fraction < 1.0)) {
     return Status::invalid_argument(file_name + ": data.val_fraction must be between 0 and 1 (exclusive)");
   }
@@ -337,6 +343,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
+  model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
   if (ckpt_dir.empty() && base) {
     KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
@@ -450,7 +457,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       loader.next(inputs.data(), targets.data());
       {
         trace::Span span(trace, "forward", "compute");
-        loss += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+        loss += (model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) + model.aux_loss()) *
+                rank_batch;
       }
       trace::Span span(trace, "backward", "compute");
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));

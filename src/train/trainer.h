@@ -73,6 +73,9 @@ struct TrainConfig {
   int threads = 0;  // 0: the physical cores
   int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
+  // Mixture of experts (model.experts > 0): the weight of the router's load-balancing loss
+  // (moe_train.h) in the objective; the logged training loss includes it, evaluations do not.
+  float moe_aux_loss_coef = 0.01f;
   // Test seam (a slow disk): called on the checkpoint writer thread with the checkpoint's
   // step after its files are written, before it is committed.
   std::function<void(int64_t step)> before_checkpoint_commit;

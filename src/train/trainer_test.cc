@@ -9,6 +9,8 @@
 
 #include "base/file.h"
 #include "model/gguf.h"
+#include "model/llama.h"
+#include "model/loader.h"
 #include "tokenizer/load.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -146,6 +148,38 @@ TEST_F(RunTrainingTest, PretrainsWithATokenizerFromAPath) {
   c.tokenizer_path = path_join(dir_, "missing");
   EXPECT_EQ(run_training(c, false, nullptr).status().message(),
             "data.tokenizer: " + c.tokenizer_path + ": cannot open: No such file or directory");
+}
+
+// A Mixtral-style recipe (model.experts, experts_per_token; train.moe_aux_loss_coef) trains:
+// the loss falls from the uniform guess, and the checkpoint is a Mixtral HF directory that the
+// inference loader reads back with its experts and runs.
+TEST_F(RunTrainingTest, MixtureOfExpertsRecipeTrainsAndItsCheckpointLoads) {
+  auto parsed = parse_train_config(
+      "model: {dim: 16, layers: 1, heads: 2, ffn_dim: 24, context: 8, experts: 4, experts_per_token: 2}\n"
+      "data: {text: " + corpus_ + "}\ntrain: {out: " + path_join(dir_, "moe") + ", moe_aux_loss_coef: 0.05}\n",
+      "r.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->model.moe.n_experts, 4);
+  EXPECT_EQ(parsed->model.moe.n_experts_used, 2);
+  EXPECT_EQ(parsed->model.moe.expert_ffn_dim, 24);
+  EXPECT_FLOAT_EQ(parsed->moe_aux_loss_coef, 0.05f);
+  TrainConfig c = tiny("moe");
+  c.model.moe = parsed->model.moe;
+  c.moe_aux_loss_coef = parsed->moe_aux_loss_coef;
+  c.steps = 40, c.schedule.decay_steps = 40, c.schedule.lr = 1e-2f;
+  auto result = run_training(c, false, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  auto config = read_checkpoint_config(result->checkpoint);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->moe.n_experts, 4);
+  EXPECT_EQ(config->moe.n_experts_used, 2);
+  EXPECT_LT(result->train_loss, std::log(static_cast<float>(config->n_vocab)) - 0.5f);
+  auto loaded = model::load_hf_weights(result->checkpoint);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->weights.layers[0].moe.down.size(), 4u);
+
+  auto bad = parse_train_config("data: {text: a.txt}\ntrain: {out: o, moe_aux_loss_coef: -1}\n", "r.yaml");
+  EXPECT_EQ(bad.status().message(), "r.yaml: train.moe_aux_loss_coef must be a finite number >= 0");
 }
 
 // Shards are made once: a second run reuses them; a changed corpus is tokenized again.

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Makes tiny random Llama-family models (Llama, Mistral with and without a sliding window,
-Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3 with and without LongRoPE) in Hugging Face format and
-their reference logits.
+Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3 with and without LongRoPE, and the mixture-of-experts
+Mixtral, Qwen2-MoE and Qwen3-MoE) in Hugging Face format and their reference logits.
 
 Usage: /usr/bin/python3 tiny_models.py OUT_DIR
 
@@ -18,6 +18,8 @@ import struct
 import sys
 
 import torch
+
+import moe_reference  # same folder: Mixtral / Qwen2-MoE / Qwen3-MoE blocks
 
 PROMPTS = [[1, 5, 9, 200, 17, 3, 44], [1, 250], [7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35]]
 
@@ -55,12 +57,24 @@ MODELS = {
     # (bench/peer-llamacpp/arch_exactness); a window of 8.
     "gemma3_pattern6": ("Gemma3ForCausalLM", 64, 6, 4, 2, 128, 288, True, 1e6, False,
                         {"rope_type": "linear", "factor": 8.0}, "F32"),
+    # Mixture of experts (moe_reference.py): Mixtral (top-2 of 4, softmax over the top-k
+    # logits), Qwen2-MoE (top-2 of 6, no renormalisation, a shared expert with its sigmoid
+    # gate, q/k/v biases) and Qwen3-MoE (top-3 of 8, norm_topk_prob, per-head Q/K norms).
+    "mixtral_moe": ("MixtralForCausalLM", 64, 2, 4, 2, 48, 256, False, 1e6, False, None, "F32"),
+    "qwen2_moe_shared": ("Qwen2MoeForCausalLM", 64, 2, 4, 2, 96, 256, False, 1e6, True, None, "F32"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", 64, 2, 4, 2, 96, 256, True, 1e6, False, None, "F32"),
 }
 
 # config.json fields beyond the common ones, per model.
 EXTRA_CONFIG = {
     "qwen3_qknorm": {"head_dim": 24, "attention_bias": False, "use_sliding_window": False, "sliding_window": None},
     "qwen3_tied": {"head_dim": 8, "attention_bias": False},
+    "mixtral_moe": {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None},
+    "qwen2_moe_shared": {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                         "shared_expert_intermediate_size": 40, "norm_topk_prob": False, "decoder_sparse_step": 1,
+                         "mlp_only_layers": []},
+    "qwen3_moe": {"num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 24, "norm_topk_prob": True,
+                  "head_dim": 24, "attention_bias": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
     "gemma2_swa": {"head_dim": 32, "query_pre_attn_scalar": 24, "sliding_window": 5, "attn_logit_softcapping": 2.5,
                    "final_logit_softcapping": 10.0, "hidden_activation": "gelu_pytorch_tanh", "model_type": "gemma2"},
     "mistral_swa": {"sliding_window": 6, "model_type": "mistral"},
@@ -175,6 +189,9 @@ def forward(cfg, W, ids):
         o = (att @ v).transpose(0, 1).reshape(T, heads * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if moe_reference.is_moe(cfg):
+            x = x + moe_reference.moe_ffn(cfg, W, p, h)[0]
+            continue
         g = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T)
         u = h @ W[p + "mlp.up_proj.weight"].T
         x = x + (g * u) @ W[p + "mlp.down_proj.weight"].T
@@ -358,7 +375,7 @@ def make(out_dir, name, spec, seed):
             W[p + "self_attn.q_proj.bias"] = rand(heads * hd, scale=0.5)
             W[p + "self_attn.k_proj.bias"] = rand(kv_heads * hd, scale=0.5)
             W[p + "self_attn.v_proj.bias"] = rand(kv_heads * hd, scale=0.5)
-        if arch == "Qwen3ForCausalLM":
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
             W[p + "self_attn.q_norm.weight"] = 1.0 + rand(hd, scale=0.3)
             W[p + "self_attn.k_norm.weight"] = 1.0 + rand(hd, scale=0.3)
         if arch == "Gemma3ForCausalLM":  # Gemma3RMSNorm stores w of (1 + w) too
@@ -368,6 +385,9 @@ def make(out_dir, name, spec, seed):
             for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                       "post_feedforward_layernorm"):
                 W[p + n + ".weight"] = rand(hidden, scale=0.3)
+        if moe_reference.is_moe(cfg):
+            W.update(moe_reference.make_weights(cfg, p, rand))
+            continue
         W[p + "mlp.gate_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.up_proj.weight"] = rand(ffn, hidden)
         W[p + "mlp.down_proj.weight"] = rand(hidden, ffn)

@@ -15,6 +15,11 @@ With "lora": {"alpha", "rank"} in case.json, DIR/adapter_model.safetensors holds
 adapters with PEFT's names; every projection that has one computes
 x W^T + alpha/rank (x A^T) B^T (PEFT's LoRA Linear), the base weights are frozen, and the
 gradients and the AdamW steps are those of the adapters.
+
+With "moe" in the model ({"family": "mixtral" | "qwen2_moe", "experts", "experts_per_token",
+"expert_ffn", "shared_ffn", "norm_topk_prob", "aux_coef"}), every FFN is moe_reference's block
+and the loss is the mean cross-entropy plus aux_coef times the mean over layers of the
+load-balancing loss (moe_reference.aux_loss).
 """
 import json
 import math
@@ -25,6 +30,7 @@ import sys
 import numpy as np
 import torch
 
+import moe_reference  # same folder: the Mixtral / Qwen2-MoE blocks and the load-balancing loss
 from tiny_models import rmsnorm, write_safetensors  # same folder: one safetensors writer, one RMSNorm
 
 
@@ -58,8 +64,20 @@ def rope(x, pos, theta, style):
     return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
 
 
+def moe_config(m):
+    """The config.json fields moe_reference reads, for the case's "moe" settings."""
+    if m["family"] == "mixtral":
+        return {"architectures": ["MixtralForCausalLM"], "num_local_experts": m["experts"],
+                "num_experts_per_tok": m["experts_per_token"], "intermediate_size": m["expert_ffn"]}
+    return {"architectures": ["Qwen2MoeForCausalLM"], "num_experts": m["experts"],
+            "num_experts_per_tok": m["experts_per_token"], "moe_intermediate_size": m["expert_ffn"],
+            "shared_expert_intermediate_size": m["shared_ffn"], "norm_topk_prob": m["norm_topk_prob"]}
+
+
 def loss_fn(P, c, inputs, targets, lora):
     B, T = inputs.shape
+    moe = moe_config(c["moe"]) if "moe" in c else None
+    aux = []
 
     def linear(x, module):
         y = x @ P[module + ".weight"].T
@@ -91,12 +109,20 @@ def loss_fn(P, c, inputs, targets, lora):
         o = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, H * D)
         x = x + linear(o, p + "self_attn.o_proj")
         h = rmsnorm(x, P[p + "post_attention_layernorm.weight"], c["norm_eps"])
+        if moe is not None:
+            y, router_logits = moe_reference.moe_ffn(moe, P, p, h)
+            x = x + y
+            aux.append(moe_reference.aux_loss(moe, router_logits))
+            continue
         g = torch.nn.functional.silu(linear(h, p + "mlp.gate_proj")) * linear(h, p + "mlp.up_proj")
         x = x + linear(g, p + "mlp.down_proj")
     x = rmsnorm(x, P["model.norm.weight"], c["norm_eps"])
     head = P["model.embed_tokens.weight"] if c["tied_embeddings"] else P["lm_head.weight"]
     logits = x @ head.T
-    return torch.nn.functional.cross_entropy(logits.view(B * T, -1), targets.view(-1))
+    loss = torch.nn.functional.cross_entropy(logits.view(B * T, -1), targets.view(-1))
+    if moe is not None:
+        loss = loss + c["moe"]["aux_coef"] * torch.stack(aux).mean()
+    return loss
 
 
 def lr_at(o, step):
