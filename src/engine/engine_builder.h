@@ -35,6 +35,7 @@ struct EngineOptions {
   int max_num_seqs = 256;             // --max-num-seqs
   int max_num_batched_tokens = 2048;  // --max-num-batched-tokens
   int block_size = 16;                // --block-size: tokens per KV block
+  std::string kv_dtype = "f32";       // --kv-dtype: f32, f16 or q8_0 (kv_memory.h parse_kv_dtype)
   bool enable_prefix_caching = true;  // cleared by --no-prefix-caching
   std::string speculative;            // --speculative: "" (off), "ngram" or "draft"
   int num_speculative_tokens = 4;     // --num-speculative-tokens

@@ -72,6 +72,30 @@ std::map<std::string, Ids> run(Engine& engine, const std::vector<RequestSpec>& s
   return tokens;
 }
 
+// A quantized KV cache keeps batch invariance: each request's greedy tokens are the same alone
+// and in a batch with chunked prefill, with f16 and q8_0 KV (a random model with heads of 32
+// values, so q8_0 fits).
+TEST(EngineModelTest, QuantizedKvGreedyIsTheSameAloneAndBatched) {
+  model::ModelConfig config = *model::named_shape("tiny");
+  config.n_heads = 2, config.n_kv_heads = 1, config.head_dim = config.dim / config.n_heads;
+  model::LlamaModel model(config, model::random_weights(config, 4));
+  std::vector<RequestSpec> crowd;
+  for (int i = 0; i < 4; ++i) crowd.push_back({"r" + std::to_string(i), prompt_of(10 + 29 * i, i), greedy(30)});
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::map<std::string, Ids> alone;
+    for (const RequestSpec& s : crowd) {
+      LlamaRunner runner(model, 64, kBlockSize, 1, dtype);
+      Engine engine(config_with(64, 2048), runner);
+      alone[s.id] = run(engine, {s})[s.id];
+      EXPECT_EQ(alone[s.id].size(), 30u);
+    }
+    LlamaRunner runner(model, 64, kBlockSize, 2, dtype);
+    Engine engine(config_with(64, 24), runner);  // chunked prefill beside decode tokens
+    EXPECT_EQ(run(engine, crowd), alone);
+  }
+}
+
 TEST(EngineModelTest, GreedyOutputIsTheSameAloneBatchedPreemptedAndSpeculated) {
   const RequestSpec target{"target", prompt_of(1, 0), greedy(80)};
   std::vector<RequestSpec> crowd = {target};

@@ -94,13 +94,14 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
 LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)), inv_freq_(config_.rope_inv_freq()) {}
 
-KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size) const {
+KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype) const {
   KvCacheShape s;
   s.n_layers = config_.n_layers;
   s.n_kv_heads = config_.n_kv_heads;
   s.head_dim = config_.head_dim;
   s.block_size = block_size;
   s.num_blocks = num_blocks;
+  s.dtype = dtype;
   return s;
 }
 
@@ -183,8 +184,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
       const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
       const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
-      std::copy_n(k_.data() + t * kvd, kvd, kv.k(layer, slot));
-      std::copy_n(v_.data() + t * kvd, kvd, kv.v(layer, slot));
+      kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
     }
     attention(batch, kv, layer, pool);
     kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
@@ -245,7 +245,8 @@ void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, Th
     runs_.push_back({t, 1, pos, batch.sequences[seq].block_table});
   }
   const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size};
+  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size,
+                               kv.shape().dtype};
   kernels::attention(shape, q_.data(), paged, runs_, attn_out_.data(), pool);
 }
 
@@ -257,7 +258,8 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
   const float scale = c.attention_scale(), softcap = c.attn_softcap;
   const int window = c.window_of(layer);
   auto work = [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores, head_row;
+    head_row.resize(static_cast<size_t>(hd));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / c.n_heads, head_idx = item % c.n_heads;
       const int64_t kv_head = head_idx / group;
@@ -269,7 +271,7 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
       if (static_cast<int64_t>(scores.size()) < n) scores.resize(static_cast<size_t>(n));
       for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        scores[j - first] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
+        scores[j - first] = kernels::dot(q, kv.k_head(layer, slot, kv_head, head_row.data()), hd) * scale;
       }
       if (softcap > 0.0f) kernels::softcap(scores.data(), n, softcap);
       kernels::softmax(scores.data(), n);
@@ -277,7 +279,7 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
       std::fill_n(out, hd, 0.0f);
       for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        kernels::axpy(scores[j - first], kv.v(layer, slot) + kv_head * hd, out, hd);
+        kernels::axpy(scores[j - first], kv.v_head(layer, slot, kv_head, head_row.data()), out, hd);
       }
     }
   };
