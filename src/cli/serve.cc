@@ -58,6 +58,7 @@ int run_serve(ServeOptions o) {
   }
   if (o.max_waiting < 1) return fail("--max-waiting must be at least 1, got " + std::to_string(o.max_waiting));
   o.engine.publish_kv_events = o.kv_events;
+  o.engine.release_window_kv = o.role == "both";  // a KV transfer carries one table of every layer
   auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;

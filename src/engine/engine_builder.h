@@ -46,6 +46,9 @@ struct EngineOptions {
   int max_model_len = 0;              // tokens per sequence at most; 0: the model's context
   bool detokenize = true;             // outputs carry text and stop strings apply
   bool publish_kv_events = false;     // the engine logs prefix-cache changes (koi serve --kv-events)
+  bool release_window_kv = true;      // sliding-window layers keep only their window's KV blocks
+                                      // (false: every block, one table; koi serve's PD roles, whose
+                                      // transfer carries one table)
 };
 
 // Range-checks every field; the message names the flag, its accepted range and the value.

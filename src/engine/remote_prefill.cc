@@ -20,8 +20,8 @@ KvLayout Engine::kv_layout() const {
 
 void Engine::add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImport> ticket) {
   Request& r = *request;
-  const ComputedBlocks computed = kv_.get_computed_blocks(r);
-  model::KvCache* memory = runner_.kv_memory();
+  model::KvCache* memory = can_transfer_kv() ? runner_.kv_memory() : nullptr;
+  const ComputedBlocks computed = memory ? kv_.get_computed_blocks(r) : ComputedBlocks{};
   if (!memory || !kv_.allocate_slots(r, r.num_tokens() - computed.num_tokens, computed)) {
     // No lease without room (or without shareable KV memory): prefill here from the start.
     ticket->cancel();

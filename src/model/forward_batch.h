@@ -7,7 +7,9 @@
 // pos % block_size), and it attends to positions 0..positions[t] of its own sequence, so
 // earlier chunks must already be in the cache and a sequence's tokens in the batch are in
 // increasing position order. Logits are produced only for the tokens listed in
-// logit_indices, in that order. The batch does not own the block tables it points to.
+// logit_indices, in that order. The batch does not own the block tables it points to. A cache
+// that keeps sliding-window layers apart (model/kv_cache.h) takes their slots from the
+// sequence's window table instead.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,9 @@ namespace koi::model {
 
 struct BatchSequence {
   std::span<const int32_t> block_table;  // physical block ids, in position order
+  // With a split cache (KvCacheShape::split): the sliding-window layers' table, the same way;
+  // entries for blocks wholly before a token's window are never read (the engine's kReleased).
+  std::span<const int32_t> window_block_table;
 };
 
 struct ForwardBatch {

@@ -22,9 +22,14 @@ Status check_kv_dtype(DType dtype, int head_dim) {
 KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape),
       layer_bytes_(static_cast<int64_t>(shape.num_blocks) * shape.block_size * shape.slot_bytes()),
-      k_(static_cast<size_t>(layer_bytes_ * shape.n_layers)),
-      v_(static_cast<size_t>(layer_bytes_ * shape.n_layers)) {
+      k_(static_cast<size_t>(layer_bytes_ * shape.page_layers())),
+      v_(static_cast<size_t>(layer_bytes_ * shape.page_layers())) {
   KOI_CHECK(check_kv_dtype(shape.dtype, shape.head_dim).ok());
+  KOI_CHECK(!shape.split() || (static_cast<int>(shape.windowed.size()) == shape.n_layers && shape.window > 0));
+  int num_windowed = 0, num_full = 0;  // a layer's place among the layers of its kind
+  for (int layer = 0; layer < shape.n_layers; ++layer) {
+    page_index_.push_back(shape.split() && shape.windowed[layer] ? num_windowed++ : num_full++);
+  }
 }
 
 void KvCache::write(int layer, int64_t slot, const float* k, const float* v) {

@@ -64,6 +64,32 @@ TEST(KvCacheTest, WriteStoresTheDtypeAndHeadsReadItBack) {
   }
 }
 
+// A split cache (Gemma 2's alternation: layers 0 and 2 of 3 windowed): a block holds the larger
+// kind's 2 layers, each kind numbered apart, and a sequence's blocks are its full table plus
+// at most the window's.
+TEST(KvCacheTest, SplitCacheKeepsWindowedLayersInBlocksOfTheirOwn) {
+  KvCacheShape s = shape_of(DType::kF32);
+  s.windowed = {true, false, true};
+  s.window = 40;
+  EXPECT_EQ(s.page_layers(), 2);
+  EXPECT_TRUE(s.has_full_layers());
+  EXPECT_EQ(s.bytes_per_block(), 2 * 2 * 16 * 128 * 4);
+  // 100 tokens: 7 full-table blocks; the window table reads 40 + 16 positions: 4 + 1 blocks.
+  EXPECT_EQ(s.blocks_for_sequence(100, 16), 7 + 5);
+  EXPECT_EQ(s.blocks_for_sequence(20, 16), 2 + 2);
+  EXPECT_EQ(s.capacity_tokens(16), 2 * 16);  // 5 blocks hold 2 full-table and 2 window blocks
+  s.num_blocks = 20;
+  EXPECT_EQ(s.capacity_tokens(16), (20 - 5) * 16);  // 15 + 5 blocks
+  KvCache kv(s);
+  std::vector<float> k(128, 1.0f), v(128, 2.0f);
+  kv.write(0, 3, k.data(), v.data());  // windowed layer 0 and full layer 1 share page slot 0
+  EXPECT_EQ(kv.k(0, 3), kv.k(1, 3));
+  EXPECT_EQ(kv.k(2, 3), kv.k(0, 3) + s.num_blocks * 16 * s.slot_bytes());  // layer 2: the second page layer
+  s.windowed = {true, true, true};
+  EXPECT_FALSE(s.has_full_layers());
+  EXPECT_EQ(s.page_layers(), 3);
+}
+
 TEST(KvCacheTest, RefusesTypesAndHeadsThatDoNotFit) {
   EXPECT_TRUE(check_kv_dtype(DType::kF16, 8).ok());
   EXPECT_TRUE(check_kv_dtype(DType::kQ8_0, 96).ok());

@@ -52,6 +52,25 @@ Status check_tensor(const TensorView& t, const std::string& name, std::initializ
   return ok_status();
 }
 
+// The table layer `layer` of sequence `s` writes and reads: a split cache keeps its sliding-window
+// layers in the window table.
+std::span<const int32_t> table_of(const BatchSequence& s, const KvCacheShape& ks, int layer) {
+  return ks.split() && ks.windowed[static_cast<size_t>(layer)] ? s.window_block_table : s.block_table;
+}
+
+// The blocks [first_block, pos / block_size] of `table` must exist and be in the cache.
+Status check_table(std::span<const int32_t> table, int64_t first_block, int32_t pos, const KvCacheShape& ks) {
+  if (static_cast<int64_t>(table.size()) * ks.block_size <= pos) {
+    return Status::invalid_argument("forward batch: block table too short for position " + std::to_string(pos));
+  }
+  for (int64_t b = first_block; b <= pos / ks.block_size; ++b) {
+    if (table[b] < 0 || table[b] >= ks.num_blocks) {
+      return Status::invalid_argument("forward batch: block id " + std::to_string(table[b]) + " out of range");
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
@@ -94,7 +113,7 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
 LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)), inv_freq_(config_.rope_inv_freq()) {}
 
-KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype) const {
+KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype, bool split_windows) const {
   KvCacheShape s;
   s.n_layers = config_.n_layers;
   s.n_kv_heads = config_.n_kv_heads;
@@ -102,6 +121,12 @@ KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype) c
   s.block_size = block_size;
   s.num_blocks = num_blocks;
   s.dtype = dtype;
+  for (int layer = 0; split_windows && layer < config_.n_layers; ++layer) {
+    if (config_.window_of(layer) > 0) s.window = std::max(s.window, config_.window_of(layer));
+  }
+  if (s.window > 0) {
+    for (int layer = 0; layer < config_.n_layers; ++layer) s.windowed.push_back(config_.window_of(layer) > 0);
+  }
   return s;
 }
 
@@ -114,6 +139,14 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   }
   if (ks.n_layers != c.n_layers || ks.n_kv_heads != c.n_kv_heads || ks.head_dim != c.head_dim) {
     return Status::invalid_argument("forward batch: KV cache shape does not match the model");
+  }
+  if (ks.split() && static_cast<int>(ks.windowed.size()) != c.n_layers) {
+    return Status::invalid_argument("forward batch: the KV cache's sliding-window layers are not the model's");
+  }
+  for (int layer = 0; ks.split() && layer < c.n_layers; ++layer) {
+    if (ks.windowed[static_cast<size_t>(layer)] != (c.window_of(layer) > 0) || ks.window < c.window_of(layer)) {
+      return Status::invalid_argument("forward batch: the KV cache's sliding-window layers are not the model's");
+    }
   }
   for (int64_t t = 0; t < T; ++t) {
     int32_t tok = batch.token_ids[t], pos = batch.positions[t], s = batch.seq_index[t];
@@ -128,14 +161,11 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       return Status::invalid_argument("position " + std::to_string(pos) + " is outside the context of " +
                                       std::to_string(c.max_seq_len) + " tokens");
     }
-    const auto& bt = batch.sequences[s].block_table;
-    if (static_cast<int64_t>(bt.size()) * ks.block_size <= pos) {
-      return Status::invalid_argument("forward batch: block table too short for position " + std::to_string(pos));
-    }
-    for (int64_t b = 0; b <= pos / ks.block_size; ++b) {
-      if (bt[b] < 0 || bt[b] >= ks.num_blocks) {
-        return Status::invalid_argument("forward batch: block id " + std::to_string(bt[b]) + " out of range");
-      }
+    const BatchSequence& seq = batch.sequences[s];
+    if (ks.has_full_layers()) KOI_RETURN_IF_ERROR(check_table(seq.block_table, 0, pos, ks));
+    if (ks.split()) {  // a windowed layer reads positions pos - window + 1 .. pos
+      const int64_t first_block = std::max(0, pos - ks.window + 1) / ks.block_size;
+      KOI_RETURN_IF_ERROR(check_table(seq.window_block_table, first_block, pos, ks));
     }
   }
   for (int32_t idx : batch.logit_indices) {
@@ -182,7 +212,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       const int32_t pos = batch.positions[t];
       kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
       kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], ks, layer);
       const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
       kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
     }
@@ -242,7 +272,7 @@ void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, Th
       ++runs_.back().n_tokens;
       continue;
     }
-    runs_.push_back({t, 1, pos, batch.sequences[seq].block_table});
+    runs_.push_back({t, 1, pos, table_of(batch.sequences[seq], kv.shape(), layer)});
   }
   const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
   const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size,
@@ -264,7 +294,7 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
       const int64_t t = item / c.n_heads, head_idx = item % c.n_heads;
       const int64_t kv_head = head_idx / group;
       const int32_t pos = batch.positions[t];
-      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], kv.shape(), layer);
       const float* q = q_.data() + t * qd + head_idx * hd;
       const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;  // scores[j - first]
       const int32_t n = pos + 1 - first;
