@@ -22,7 +22,7 @@ struct BatchSequence {
   std::span<const int32_t> block_table;  // physical block ids, in position order
   // With a split cache (KvCacheShape::split): the sliding-window layers' table, the same way;
   // entries for blocks wholly before a token's window are never read (the engine's kReleased).
-  std::span<const int32_t> window_block_table;
+  std::span<const int32_t> window_block_table = {};
 };
 
 struct ForwardBatch {
