@@ -24,6 +24,12 @@ void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, 
     app->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per engine step")
         ->capture_default_str();
   }
+  if (groups & (kMemoryFlags | kKvDtypeFlags)) {
+    app->add_option("--kv-dtype", o->kv_dtype,
+                    "KV cache element type: f32, f16 (half the memory) or q8_0 (32 int8 values and an f16 scale per "
+                    "block: 0.27 of it; head_dim a multiple of 32)")
+        ->capture_default_str();
+  }
   if (groups & kBatchFlags) {
     app->add_option("--max-num-seqs", o->max_num_seqs, "requests running at once")->capture_default_str();
   }

@@ -16,11 +16,13 @@ namespace koi::cli {
 // Flag groups, combined with |.
 inline constexpr unsigned kModelFlags = 1u << 0;        // -m/--model, --threads
 inline constexpr unsigned kMemoryFlags = 1u << 1;       // --kv-cache-memory, --block-size, --max-num-batched-tokens
+                                                        // (and kKvDtypeFlags)
 inline constexpr unsigned kBatchFlags = 1u << 2;        // --max-num-seqs
 inline constexpr unsigned kPrefixCacheFlags = 1u << 3;  // --no-prefix-caching
 inline constexpr unsigned kSpeculativeFlags = 1u << 4;  // --speculative, --num-speculative-tokens, --draft-model
 inline constexpr unsigned kLoraFlags = 1u << 5;         // --lora, --max-loras, --lora-memory-mib
-inline constexpr unsigned kAllEngineFlags = (1u << 6) - 1;
+inline constexpr unsigned kKvDtypeFlags = 1u << 6;      // --kv-dtype
+inline constexpr unsigned kAllEngineFlags = (1u << 7) - 1;
 
 // Declares the flags of `groups` on `app`, writing into `options` (whose current values are
 // the defaults shown in --help). `threads_names` spells the threads flag (CLI11 syntax).

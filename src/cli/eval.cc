@@ -4,7 +4,8 @@
 //
 // The model is loaded by the engine builder, as `koi serve` loads it, but scored with the
 // model's forward pass directly (train::evaluate_perplexity): perplexity needs the logits of
-// every position of a window, and an Engine step returns sampled tokens, not logits.
+// every position of a window, and an Engine step returns sampled tokens, not logits. With
+// --kv-dtype the window's KV cache is kept in that type (its bytes per token on a second line).
 #include <chrono>
 #include <cstdio>
 
@@ -13,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "engine/engine_builder.h"
+#include "engine/kv_memory.h"
 #include "train/perplexity.h"
 
 namespace koi::cli {
@@ -35,6 +37,9 @@ int run_eval(const EvalOptions& o) {
   const int context = o.context > 0 ? o.context : loaded.model->config().max_seq_len;
   const int stride = o.stride > 0 ? o.stride : std::max(1, context / 2);
   ThreadPool pool(o.engine.threads);
+  auto kv_dtype = engine::parse_kv_dtype(o.engine.kv_dtype);  // checked by load_engine_models
+  if (!kv_dtype.ok()) return fail(kv_dtype.status().message());
+  const int64_t kv_bytes_per_token = loaded.model->kv_shape(1, 1, *kv_dtype).bytes_per_block();
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -49,17 +54,19 @@ int run_eval(const EvalOptions& o) {
                  100.0 * static_cast<double>(p.so_far.tokens) / static_cast<double>(p.total_tokens),
                  static_cast<double>(p.so_far.tokens) / secs, p.so_far.perplexity);
   };
-  auto r = train::evaluate_perplexity(*loaded.model, tokens, context, stride, &pool, progress);
+  auto r = train::evaluate_perplexity(*loaded.model, tokens, context, stride, &pool, progress, *kv_dtype);
   if (!r.ok()) return fail(o.data + ": " + r.status().message());
   std::printf("tokens %lld | windows %lld of %d (stride %d) | loss %.4f | perplexity %.4f\n",
               static_cast<long long>(r->tokens), static_cast<long long>(r->windows), context, stride, r->loss,
               r->perplexity);
+  std::printf("kv cache %s: %lld bytes per token\n", std::string(dtype_name(*kv_dtype)).c_str(),
+              static_cast<long long>(kv_bytes_per_token));
   return 0;
 }
 
 Runner setup_eval(CLI::App* app) {
   auto o = std::make_shared<EvalOptions>();
-  add_engine_flags(app, &o->engine, kModelFlags);
+  add_engine_flags(app, &o->engine, kModelFlags | kKvDtypeFlags);
   app->add_option("-d,--data", o->data, "text file to score")->required();
   app->add_option("--context", o->context, "window length in tokens (default: the model's context)");
   app->add_option("--stride", o->stride, "tokens between window starts (default: half the window)");

@@ -12,11 +12,29 @@ namespace koi::engine {
 
 namespace {
 
-SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner& runner) {
+// The tables the runner's KV memory keeps (a split cache: sliding-window layers apart).
+KvGroups kv_groups(ModelRunner& runner) {
+  const model::KvCache* kv = runner.kv_memory();
+  if (kv == nullptr || !kv->shape().split()) return {};
+  return {kv->shape().has_full_layers(), kv->shape().window};
+}
+
+// The longest sequence the pool holds: every block, or with a split cache its full table's
+// blocks beside the most its window table holds.
+int kv_capacity_tokens(const EngineConfig& c, ModelRunner& runner) {
+  const model::KvCache* kv = runner.kv_memory();
+  if (kv == nullptr || !kv->shape().split()) return c.num_kv_blocks * c.block_size;
+  model::KvCacheShape shape = kv->shape();
+  shape.num_blocks = c.num_kv_blocks;
+  shape.block_size = c.block_size;
+  return static_cast<int>(std::min<int64_t>(shape.capacity_tokens(c.max_num_batched_tokens), INT32_MAX));
+}
+
+SchedulerConfig scheduler_config(const EngineConfig& c, ModelRunner& runner) {
   SchedulerConfig s;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
   s.max_num_seqs = c.max_num_seqs;
-  s.max_model_len = std::min(runner.max_context(), c.num_kv_blocks * c.block_size);
+  s.max_model_len = std::min(runner.max_context(), kv_capacity_tokens(c, runner));
   if (c.max_model_len > 0) s.max_model_len = std::min(s.max_model_len, c.max_model_len);
   s.eos_token_ids = c.eos_token_ids;
   return s;
@@ -28,7 +46,7 @@ Engine::Engine(EngineConfig config, ModelRunner& runner, const Clock& clock)
     : config_(std::move(config)),
       runner_(runner),
       clock_(clock),
-      kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
+      kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching, kv_groups(runner)),
       scheduler_(scheduler_config(config_, runner), kv_),
       rng_(config_.seed) {
   if (config_.publish_kv_events) kv_.set_event_log(&kv_events_);
@@ -99,6 +117,11 @@ Status Engine::add(RequestSpec spec, std::shared_ptr<KvImport> import) {
     return Status::already_exists(fmt::format("request id '{}' is already in use; use a unique id", spec.id));
   }
   std::shared_ptr<KvExport> export_ticket = std::move(spec.kv_export);
+  if (export_ticket && !can_transfer_kv()) {
+    return Status::failed_precondition(
+        "this engine cannot export its KV: its runner does not share it, or keeps sliding-window layers apart "
+        "(EngineOptions::release_window_kv)");
+  }
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Request> request, make_request(spec));
   KOI_RETURN_IF_ERROR(scheduler_.check_new(*request));
   if (trace_) trace_->added(request->id, request->num_prompt_tokens, clock_.now_ns());
@@ -126,7 +149,7 @@ void Engine::build_batch(const SchedulerOutput& plan) {
     const Request& r = *plan.scheduled[seq_idx].request;
     const int num_tokens = plan.scheduled[seq_idx].num_tokens;
     const int num_drafts = static_cast<int>(r.spec_token_ids.size());
-    batch_.sequences.push_back({kv_.block_table(r), r.lora.get()});
+    batch_.sequences.push_back({kv_.block_table(r), r.lora.get(), kv_.window_block_table(r)});
     for (int i = 0; i < num_tokens; ++i) {
       const int pos = r.num_computed_tokens + i;
       batch_.token_ids.push_back(pos < r.num_tokens() ? r.token_ids[pos] : r.spec_token_ids[pos - r.num_tokens()]);

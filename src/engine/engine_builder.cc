@@ -84,6 +84,7 @@ Status check(const EngineOptions& o) {
   KOI_RETURN_IF_ERROR(between("--block-size", o.block_size, 1, kMaxBlockSize));
   KOI_RETURN_IF_ERROR(between("--threads", o.threads, 0, kMaxThreads));
   KOI_RETURN_IF_ERROR(at_least("max_model_len", o.max_model_len, 0));
+  KOI_RETURN_IF_ERROR(parse_kv_dtype(o.kv_dtype).status());
   if (!o.kv_cache_memory.empty()) {
     KOI_RETURN_IF_ERROR(parse_kv_cache_memory(o.kv_cache_memory, total_ram_bytes()).status());
   }
@@ -139,16 +140,23 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
 
   const model::LlamaModel& m = *host.model.model;
   const int max_len = o.max_model_len > 0 ? std::min(o.max_model_len, m.config().max_seq_len) : m.config().max_seq_len;
-  const int64_t block_bytes = m.kv_shape(1, o.block_size).bytes_per_block();
+  KOI_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(o.kv_dtype));
+  KOI_RETURN_IF_ERROR(model::check_kv_dtype(kv_dtype, m.config().head_dim));
+  if (host.draft) {
+    KOI_RETURN_IF_ERROR(model::check_kv_dtype(kv_dtype, host.draft->model->config().head_dim)
+                            .with_prefix("--draft-model " + o.draft_model));
+  }
+  const model::KvCacheShape shape = m.kv_shape(1, o.block_size, kv_dtype, o.release_window_kv);
+  const int64_t block_bytes = shape.bytes_per_block();
   int num_blocks = 0;
   if (o.kv_cache_memory.empty()) {
     // From the machine and the model (kv_memory.h); a draft model's blocks and weights count too.
     int64_t blocks_bytes = block_bytes, model_bytes = weight_bytes(m.weights());
     if (host.draft) {
-      blocks_bytes += host.draft->model->kv_shape(1, o.block_size).bytes_per_block();
+      blocks_bytes += host.draft->model->kv_shape(1, o.block_size, kv_dtype).bytes_per_block();
       model_bytes += weight_bytes(host.draft->model->weights());
     }
-    const int64_t per_seq = (max_len + o.block_size - 1) / o.block_size;
+    const int64_t per_seq = shape.blocks_for_sequence(max_len, o.max_num_batched_tokens);
     const KvDefault kv = default_kv_cache_memory(available_ram_bytes(), model_bytes, per_seq * blocks_bytes,
                                                  o.max_num_seqs, max_len);
     num_blocks = static_cast<int>(std::min(kv.bytes / blocks_bytes, kMaxKvBlocks));
@@ -169,6 +177,13 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
         static_cast<double>(total_ram_bytes()) / (1 << 30)));
   }
 
+  log::info("KV cache: {} blocks of {} tokens in {}, {} bytes per token{}", num_blocks, o.block_size,
+            dtype_name(kv_dtype), block_bytes / o.block_size,
+            shape.split() ? fmt::format(" (a block holds {} of the {} layers: sliding-window layers keep only their "
+                                        "{}-token window, in blocks of their own)",
+                                        shape.page_layers(), shape.n_layers, shape.window)
+                          : std::string());
+
   EngineConfig ec;
   ec.block_size = o.block_size;
   ec.num_kv_blocks = num_blocks;
@@ -183,12 +198,14 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
   if (o.detokenize) ec.tokenizer = &tok;
   ec.publish_kv_events = o.publish_kv_events;
 
-  host.runner = std::make_unique<LlamaRunner>(*host.model.model, num_blocks, o.block_size, o.threads);
+  host.runner = std::make_unique<LlamaRunner>(*host.model.model, num_blocks, o.block_size, o.threads, kv_dtype,
+                                              o.release_window_kv);
   if (!o.speculative.empty()) {
     KOI_ASSIGN_OR_RETURN(ec.speculative.method, parse_speculative_method(o.speculative));
     ec.speculative.num_speculative_tokens = o.num_speculative_tokens;
     if (host.draft) {
-      host.draft_runner = std::make_unique<LlamaRunner>(*host.draft->model, num_blocks, o.block_size, o.threads);
+      host.draft_runner =
+          std::make_unique<LlamaRunner>(*host.draft->model, num_blocks, o.block_size, o.threads, kv_dtype);
       ec.speculative.draft_runner = host.draft_runner.get();
       ec.speculative.draft_num_kv_blocks = num_blocks;
     }

@@ -38,6 +38,7 @@ struct EngineOptions {
   int max_num_seqs = 256;             // --max-num-seqs
   int max_num_batched_tokens = 2048;  // --max-num-batched-tokens
   int block_size = 16;                // --block-size: tokens per KV block
+  std::string kv_dtype = "f32";       // --kv-dtype: f32, f16 or q8_0 (kv_memory.h parse_kv_dtype)
   bool enable_prefix_caching = true;  // cleared by --no-prefix-caching
   std::string speculative;            // --speculative: "" (off), "ngram" or "draft"
   int num_speculative_tokens = 4;     // --num-speculative-tokens
@@ -51,6 +52,9 @@ struct EngineOptions {
   int max_model_len = 0;              // tokens per sequence at most; 0: the model's context
   bool detokenize = true;             // outputs carry text and stop strings apply
   bool publish_kv_events = false;     // the engine logs prefix-cache changes (koi serve --kv-events)
+  bool release_window_kv = true;      // sliding-window layers keep only their window's KV blocks
+                                      // (false: every block, one table; koi serve's PD roles, whose
+                                      // transfer carries one table)
 };
 
 // Range-checks every field; the message names the flag, its accepted range and the value.

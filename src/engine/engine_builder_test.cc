@@ -27,6 +27,8 @@ TEST(EngineBuilderTest, EveryBadValueNamesItsFlag) {
       {[](EngineOptions& o) { o.kv_cache_memory = "lots"; },
        "--kv-cache-memory 'lots' is not a size; give bytes with a unit (6GiB, 512MiB, 2GB) or a fraction of RAM in "
        "(0, 1] (0.3)"},
+      {[](EngineOptions& o) { o.kv_dtype = "bf16"; },
+       "--kv-dtype must be f32, f16 or q8_0 (32 values per block with an f16 scale), got 'bf16'"},
       {[](EngineOptions& o) { o.speculative = "magic"; },
        "--speculative: unknown speculative method 'magic'; use 'ngram' (prompt lookup) or 'draft' (a draft model)"},
       {[](EngineOptions& o) {

@@ -72,6 +72,86 @@ std::map<std::string, Ids> run(Engine& engine, const std::vector<RequestSpec>& s
   return tokens;
 }
 
+// A quantized KV cache keeps batch invariance: each request's greedy tokens are the same alone
+// and in a batch with chunked prefill, with f16 and q8_0 KV (a random model with heads of 32
+// values, so q8_0 fits).
+TEST(EngineModelTest, QuantizedKvGreedyIsTheSameAloneAndBatched) {
+  model::ModelConfig config = *model::named_shape("tiny");
+  config.n_heads = 2, config.n_kv_heads = 1, config.head_dim = config.dim / config.n_heads;
+  model::LlamaModel model(config, model::random_weights(config, 4));
+  std::vector<RequestSpec> crowd;
+  for (int i = 0; i < 4; ++i) crowd.push_back({"r" + std::to_string(i), prompt_of(10 + 29 * i, i), greedy(30)});
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::map<std::string, Ids> alone;
+    for (const RequestSpec& s : crowd) {
+      LlamaRunner runner(model, 64, kBlockSize, 1, dtype);
+      Engine engine(config_with(64, 2048), runner);
+      alone[s.id] = run(engine, {s})[s.id];
+      EXPECT_EQ(alone[s.id].size(), 30u);
+    }
+    LlamaRunner runner(model, 64, kBlockSize, 2, dtype);
+    Engine engine(config_with(64, 24), runner);  // chunked prefill beside decode tokens
+    EXPECT_EQ(run(engine, crowd), alone);
+  }
+}
+
+// Sliding-window layers that keep only their window (LlamaRunner split_windows: the window
+// table of KvCacheManager) give the same greedy tokens as a cache that keeps every block, across
+// chunked prefill, a batch and a prefix-cache hit, while a sequence's blocks stay bounded: its
+// full table plus the 3 blocks that 24 positions of a window can touch (5 while a 32-token
+// prefill chunk is read), each half the size of an unsplit block (2 of the 4 layers).
+TEST(EngineModelTest, SlidingWindowKvKeepsOnlyTheWindowAndTheOutput) {
+  model::ModelConfig config = *model::named_shape("tiny");
+  config.n_layers = 4, config.sliding_window = 24, config.sliding_pattern = 2;  // layers 0 and 2 windowed
+  model::LlamaModel model(config, model::random_weights(config, 11));
+  const Ids shared = prompt_of(70, 3);
+  Ids longer = shared;
+  longer.insert(longer.end(), {7, 8, 9, 10, 11, 12, 13, 14, 15});
+  struct Run {
+    std::map<std::string, Ids> tokens;
+    int peak_blocks = 0;      // in use at once, over the run of "a" alone
+    int64_t block_bytes = 0;
+    int64_t hit_tokens = 0;
+  };
+  auto run_with = [&](bool split) {
+    LlamaRunner runner(model, 64, kBlockSize, 1, DType::kF32, split);
+    Engine engine(config_with(64, 32), runner);  // prefill in chunks of 32 tokens
+    Run out;
+    out.block_bytes = runner.kv_cache().shape().bytes_per_block();
+    EXPECT_TRUE(engine.add_request({"a", shared, greedy(90)}).ok());
+    size_t a_len = shared.size();
+    while (engine.has_unfinished()) {
+      auto outputs = engine.step();
+      EXPECT_TRUE(outputs.ok());
+      if (!outputs.ok()) break;
+      for (const RequestOutput& o : *outputs) {
+        out.tokens[o.request_id].insert(out.tokens[o.request_id].end(), o.token_ids.begin(), o.token_ids.end());
+      }
+      const int in_use = engine.kv_cache().pool().num_blocks() - engine.kv_cache().pool().num_free_blocks();
+      out.peak_blocks = std::max(out.peak_blocks, in_use);
+      a_len = shared.size() + out.tokens["a"].size();
+      if (split && a_len > shared.size() + 1) {  // decoding: the full table plus at most 3 window blocks
+        EXPECT_LE(in_use, static_cast<int>((a_len + kBlockSize - 1) / kBlockSize) + 3) << a_len;
+      }
+    }
+    // b shares a's 70-token prompt, batched with c.
+    const std::map<std::string, Ids> bc =
+        run(engine, {{"b", longer, greedy(40)}, {"c", prompt_of(50, 9), greedy(40)}});
+    out.tokens.insert(bc.begin(), bc.end());
+    out.hit_tokens = engine.stats().prefix_cache_hit_tokens;
+    return out;
+  };
+  const Run whole = run_with(false), windowed = run_with(true);
+  EXPECT_EQ(windowed.tokens, whole.tokens);
+  EXPECT_EQ(windowed.tokens.at("a").size(), 90u);
+  EXPECT_EQ(windowed.hit_tokens, 64);  // b hits a's first 4 blocks in both tables
+  EXPECT_EQ(whole.hit_tokens, 64);
+  EXPECT_EQ(windowed.block_bytes * 2, whole.block_bytes);
+  EXPECT_EQ(whole.peak_blocks, 10);     // 160 tokens
+  EXPECT_EQ(windowed.peak_blocks, 13);  // 10 + 3
+}
+
 TEST(EngineModelTest, GreedyOutputIsTheSameAloneBatchedPreemptedAndSpeculated) {
   const RequestSpec target{"target", prompt_of(1, 0), greedy(80)};
   std::vector<RequestSpec> crowd = {target};

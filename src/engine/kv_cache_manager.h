@@ -7,9 +7,22 @@
 // A block is entered into the cache only after the forward pass has written its KV
 // (cache_full_blocks), so a hit never depends on the order of work inside one batch.
 //
+// Sliding-window layers (KvGroups::window > 0) keep their KV in blocks of their own: each
+// request then has a second table, the window table, drawn from the same pool, whose block i
+// holds those layers' K/V for positions [i * block_size, (i + 1) * block_size) (the full table
+// holds the other layers'). A window-table block that lies wholly before the window of the
+// request's next token (position p reads p - window + 1 .. p) is released when the request
+// next allocates, and its entry becomes kReleased: a windowed layer costs at most
+// ceil(window / block_size) + 1 blocks per sequence however long it grows. Window-table blocks
+// are content-addressed like full-table blocks, in their own hash chain (they hold other
+// layers), and stay in the prefix cache once released, until evicted. A prefix hit of h blocks
+// needs every full-table block before it and only the window-table blocks the token after it
+// reads: the longest such h is taken (get_computed_blocks).
+//
 // allocate_slots is all-or-nothing: it returns false and changes nothing when the pool
-// cannot cover the request. free() releases a request's blocks tail first, so the blocks
-// least likely to be shared are evicted first. Not thread-safe: the engine thread owns it.
+// cannot cover the request (blocks the window release would free count as free). free()
+// releases a request's blocks tail first, so the blocks least likely to be shared are evicted
+// first. Not thread-safe: the engine thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -29,17 +42,29 @@ struct PrefixCacheStats {
   double hit_rate() const { return queried_tokens ? static_cast<double>(hit_tokens) / queried_tokens : 0.0; }
 };
 
+// Which tables a request's KV takes: the full table (for layers that read the whole context)
+// and, with window > 0, the window table of the sliding-window layers.
+struct KvGroups {
+  bool full = true;  // some layers read the whole context
+  int window = 0;    // > 0: sliding-window layers, reading this many positions, keep their own table
+};
+
 // Prefix-cache hits for a request being admitted.
 struct ComputedBlocks {
-  std::vector<int32_t> block_ids;  // cached blocks covering the first num_tokens tokens
+  std::vector<int32_t> block_ids;         // cached blocks covering the first num_tokens tokens
+  std::vector<int32_t> window_block_ids;  // the window table's, kReleased where out of the window
   int num_tokens = 0;
 };
 
 class KvCacheManager {
  public:
-  KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching);
+  // A window-table entry whose block left the window and was released.
+  static constexpr int32_t kReleased = -1;
+
+  KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching, KvGroups groups = {});
 
   int block_size() const { return block_size_; }
+  const KvGroups& groups() const { return groups_; }
   const BlockPool& pool() const { return pool_; }
   const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
   // Prefix-cache changes go to `log` from now on (BlockPool::set_event_log).
@@ -57,8 +82,12 @@ class KvCacheManager {
   // Releases every block of the request.
   void free(const Request& request);
 
-  // The request's block table; empty if it holds none.
+  // The request's full table and window table (kReleased entries); empty if it holds none or
+  // the group does not exist.
   const std::vector<int32_t>& block_table(const Request& request) const;
+  const std::vector<int32_t>& window_block_table(const Request& request) const;
+  // Blocks the request holds now, in both tables.
+  int num_blocks_held(const Request& request) const;
   int blocks_for_tokens(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
 
  private:
@@ -67,14 +96,25 @@ class KvCacheManager {
     std::vector<BlockHash> hashes;  // hashes of the first hashes.size() full blocks
     size_t num_cached = 0;          // leading ids already offered to the prefix cache
   };
+  struct Tables {
+    Blocks full, window;
+  };
+  enum class Group { kFull, kWindow };
 
-  // Extends `hashes` to cover the first `num_full_blocks` full blocks of the request.
-  void hash_blocks(const Request& request, size_t num_full_blocks, std::vector<BlockHash>& hashes) const;
+  // Extends `hashes` to cover the first `num_full_blocks` full blocks of the request, in the
+  // group's hash chain.
+  void hash_blocks(const Request& request, Group group, size_t num_full_blocks, std::vector<BlockHash>& hashes) const;
+  // The window-table blocks before this one are never read again by a token at `position`.
+  int first_window_block(int position) const;
+  // Held window-table blocks before first_window_block(position) (kReleased entries skipped).
+  std::vector<int32_t> out_of_window(const Blocks& window, int position) const;
+  void cache(const Request& request, Group group, Blocks& blocks);
 
   int block_size_;
   bool enable_prefix_caching_;
+  KvGroups groups_;
   BlockPool pool_;
-  std::unordered_map<std::string, Blocks> requests_;
+  std::unordered_map<std::string, Tables> requests_;
   PrefixCacheStats stats_;
 };
 

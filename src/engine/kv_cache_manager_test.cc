@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -187,6 +188,114 @@ TEST(KvCacheManagerTest, DisabledPrefixCachingNeverHits) {
   Request b = make_request("b", iota_tokens(40, 0));
   EXPECT_TRUE(kv.get_computed_blocks(b).block_ids.empty());
   EXPECT_FALSE(kv.pool().hash(0).has_value());
+}
+
+// Sliding-window layers (KvGroups::window): a window of 32 positions over blocks of 16, so a
+// token at position p reads the window table's blocks (p - 31) / 16 .. p / 16 and a request
+// holds at most 3 of them, whatever its length.
+constexpr KvGroups kWindow32{true, 32};
+constexpr int32_t kReleased = KvCacheManager::kReleased;
+
+TEST(KvCacheManagerTest, WindowTableReleasesBlocksThatLeftTheWindow) {
+  KvCacheManager kv(11, kBlockSize, true, kWindow32);
+  Request a = make_request("a", iota_tokens(40, 0));
+  ASSERT_TRUE(admit(kv, a));  // 3 blocks in each table, full table first
+  EXPECT_EQ(kv.block_table(a), (Ids{0, 1, 2}));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{3, 4, 5}));
+  // Decoding positions 40..46 reads block 0 still; position 47 reads 16..47, so block 0 leaves.
+  for (int32_t t = 0; t < 7; ++t) decode(kv, a, 100 + t);
+  EXPECT_EQ(kv.window_block_table(a), (Ids{3, 4, 5}));
+  decode(kv, a, 107);
+  EXPECT_EQ(kv.window_block_table(a), (Ids{kReleased, 4, 5}));
+  EXPECT_EQ(kv.pool().free_list(), (Ids{6, 7, 8, 9, 10, 3}));   // released to the tail, hash kept
+  EXPECT_TRUE(kv.pool().hash(3).has_value());
+  decode(kv, a, 200);  // position 48: a fourth block in each table
+  EXPECT_EQ(kv.block_table(a), (Ids{0, 1, 2, 6}));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{kReleased, 4, 5, 7}));
+  // Up to position 100: the full table grows to 7 blocks, the window table never holds more than 3.
+  for (int32_t t = 0; t < 52; ++t) {
+    decode(kv, a, 300 + t);
+    EXPECT_LE(static_cast<int>(std::count_if(kv.window_block_table(a).begin(), kv.window_block_table(a).end(),
+                                             [](int32_t id) { return id != kReleased; })),
+              3);
+  }
+  EXPECT_EQ(kv.block_table(a).size(), 7u);  // 101 tokens
+  // Blocks 1, 2 and 3 left at positions 63, 79 and 95; each next block came from the free list's head.
+  EXPECT_EQ(kv.block_table(a), (Ids{0, 1, 2, 6, 8, 10, 4}));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{kReleased, kReleased, kReleased, kReleased, 9, 3, 5}));
+  EXPECT_EQ(kv.num_blocks_held(a), 7 + 3);
+  kv.free(a);
+  EXPECT_EQ(kv.pool().num_free_blocks(), 11);
+}
+
+TEST(KvCacheManagerTest, WindowPrefixHitNeedsOnlyTheBlocksItsNextTokenReads) {
+  KvCacheManager kv(16, kBlockSize, true, kWindow32);
+  const Ids prompt = iota_tokens(80, 0);  // 5 full blocks
+  Request a = make_request("a", prompt);
+  ASSERT_TRUE(admit(kv, a));
+  EXPECT_EQ(kv.block_table(a), (Ids{0, 1, 2, 3, 4}));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{5, 6, 7, 8, 9}));
+  decode(kv, a, 500);  // position 80 reads 49..80: window blocks 0-2 leave
+  EXPECT_EQ(kv.block_table(a), (Ids{0, 1, 2, 3, 4, 10}));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{kReleased, kReleased, kReleased, 8, 9, 11}));
+
+  // b shares the 80-token prompt: every full block hits, and of the window table only blocks 3
+  // and 4, which its token at position 80 reads; the others stay unread (kReleased).
+  Request b = make_request("b", concat(prompt, iota_tokens(5, 900)));
+  const ComputedBlocks hit = kv.get_computed_blocks(b);
+  EXPECT_EQ(hit.num_tokens, 80);
+  EXPECT_EQ(hit.block_ids, (Ids{0, 1, 2, 3, 4}));
+  EXPECT_EQ(hit.window_block_ids, (Ids{kReleased, kReleased, kReleased, 8, 9}));
+  ASSERT_TRUE(kv.allocate_slots(b, 5, hit));
+  EXPECT_EQ(kv.pool().ref_count(8), 2);
+  EXPECT_EQ(kv.pool().ref_count(5), 0);  // released by a, still cached, not taken by b
+
+  // c shares 50 tokens: 3 full blocks, whose next token (position 48) reads window blocks 1 and
+  // 2. They were released by a but are still cached on the free list, so they hit.
+  Request c = make_request("c", concat(Ids(prompt.begin(), prompt.begin() + 50), iota_tokens(10, 700)));
+  const ComputedBlocks c_hit = kv.get_computed_blocks(c);
+  EXPECT_EQ(c_hit.num_tokens, 48);
+  EXPECT_EQ(c_hit.window_block_ids, (Ids{kReleased, 6, 7}));
+
+  // e shares 32 tokens: position 32 reads 1..32, so its hit takes window blocks 0 and 1 (ids 5
+  // and 6) off the free list.
+  Request e = make_request("e", concat(Ids(prompt.begin(), prompt.begin() + 32), iota_tokens(8, 800)));
+  const ComputedBlocks e_hit = kv.get_computed_blocks(e);
+  EXPECT_EQ(e_hit.window_block_ids, (Ids{5, 6}));
+  ASSERT_TRUE(kv.allocate_slots(e, 8, e_hit));
+  EXPECT_EQ(kv.pool().free_list(), (Ids{7}));
+  kv.free(b);  // its own blocks (window 13, full 12) join the free list, tail first per table
+  EXPECT_EQ(kv.pool().free_list(), (Ids{7, 13, 12}));
+  // A new request evicts window block 2 (id 7). c's 3-block hit would need window blocks 1 and 2;
+  // the longest hit whose window is whole is 2 blocks (position 32 reads blocks 0 and 1).
+  Request filler = make_request("filler", iota_tokens(16, 5000));
+  ASSERT_TRUE(kv.allocate_slots(filler, 16));
+  EXPECT_FALSE(kv.pool().hash(7).has_value());
+  const ComputedBlocks shorter = kv.get_computed_blocks(c);
+  EXPECT_EQ(shorter.num_tokens, 32);
+  EXPECT_EQ(shorter.block_ids, (Ids{0, 1}));
+  EXPECT_EQ(shorter.window_block_ids, (Ids{5, 6}));
+}
+
+TEST(KvCacheManagerTest, WindowReleaseCountsTowardsAnAllocationThatOtherwiseFails) {
+  KvCacheManager kv(6, kBlockSize, true, kWindow32);
+  Request a = make_request("a", iota_tokens(48, 0));
+  ASSERT_TRUE(admit(kv, a));  // 3 + 3 blocks: the pool is full
+  EXPECT_EQ(kv.pool().num_free_blocks(), 0);
+  // Position 48 needs a fourth block in each table; window block 0 leaving frees only one.
+  a.token_ids.push_back(1);
+  EXPECT_FALSE(kv.allocate_slots(a, 1));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{3, 4, 5}));  // nothing changed
+  kv.free(a);
+
+  // With the window table only (every layer windowed), the block leaving pays for the new one.
+  KvCacheManager windowed(3, kBlockSize, true, KvGroups{false, 32});
+  Request w = make_request("w", iota_tokens(48, 0));
+  ASSERT_TRUE(admit(windowed, w));
+  EXPECT_TRUE(windowed.block_table(w).empty());
+  w.token_ids.push_back(1);
+  ASSERT_TRUE(windowed.allocate_slots(w, 1));
+  EXPECT_EQ(windowed.window_block_table(w), (Ids{kReleased, 1, 2, 0}));
 }
 
 }  // namespace

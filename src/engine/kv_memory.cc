@@ -23,6 +23,15 @@ constexpr std::pair<std::string_view, int64_t> kUnits[] = {
 
 }  // namespace
 
+Result<DType> parse_kv_dtype(std::string_view flag) {
+  const std::optional<DType> t = dtype_from_name(flag);
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kQ8_0) {
+    return Status::invalid_argument(
+        fmt::format("--kv-dtype must be f32, f16 or q8_0 (32 values per block with an f16 scale), got '{}'", flag));
+  }
+  return *t;
+}
+
 Result<int64_t> parse_kv_cache_memory(std::string_view flag, int64_t total_ram_bytes) {
   const auto bad = [&] {
     return Status::invalid_argument(fmt::format(

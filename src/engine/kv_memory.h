@@ -1,4 +1,5 @@
-// Sizing the KV cache: from the --kv-cache-memory flag, which takes bytes with an optional unit
+// Sizing the KV cache: its element type from --kv-dtype; its size from the --kv-cache-memory
+// flag, which takes bytes with an optional unit
 // ("6GiB", "512MiB", "2GB", "1048576") or a fraction of the machine's RAM ("0.3"), or, without
 // the flag, from the machine and the model (default_kv_cache_memory).
 // Pure functions, except the two that read the machine; all thread-safe.
@@ -9,8 +10,12 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 
 namespace koi::engine {
+
+// The element type of the --kv-dtype flag: f32, f16 or q8_0 (model/kv_cache.h), any case.
+Result<DType> parse_kv_dtype(std::string_view flag);
 
 // Bytes of KV memory the flag asks for, given the machine's total RAM.
 Result<int64_t> parse_kv_cache_memory(std::string_view flag, int64_t total_ram_bytes);

@@ -27,6 +27,17 @@ TEST(KvMemoryTest, RejectsWhatIsNotASize) {
   }
 }
 
+TEST(KvMemoryTest, ParsesKvDtype) {
+  EXPECT_EQ(*parse_kv_dtype("f32"), DType::kF32);
+  EXPECT_EQ(*parse_kv_dtype("f16"), DType::kF16);
+  EXPECT_EQ(*parse_kv_dtype("Q8_0"), DType::kQ8_0);
+  for (const char* flag : {"", "q4_0", "bf16", "fp8"}) {
+    EXPECT_EQ(parse_kv_dtype(flag).status().message(),
+              std::string("--kv-dtype must be f32, f16 or q8_0 (32 values per block with an f16 scale), got '") + flag +
+                  "'");
+  }
+}
+
 TEST(KvMemoryTest, BlocksForMemory) {
   EXPECT_EQ(*kv_blocks_for_memory(10'000, 1'000), 10);
   EXPECT_EQ(*kv_blocks_for_memory(10'999, 1'000), 10);

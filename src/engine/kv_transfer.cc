@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "base/check.h"
 #include "base/file.h"
 
 namespace koi::engine {
@@ -19,7 +20,14 @@ KvLayout kv_layout(const model::KvCacheShape& shape, std::string model_fingerpri
   l.n_layers = shape.n_layers;
   l.n_kv_heads = shape.n_kv_heads;
   l.head_dim = shape.head_dim;
+  l.dtype = std::string(dtype_name(shape.dtype));
   return l;
+}
+
+int64_t KvLayout::block_bytes() const {
+  const std::optional<DType> t = dtype_from_name(dtype);
+  KOI_CHECK(t.has_value());
+  return dtype_row_bytes(*t, int64_t{block_size} * n_kv_heads * head_dim);
 }
 
 namespace {
@@ -38,7 +46,9 @@ Status check_compatible(const KvLayout& self, const KvLayout& peer) {  // self: 
     return differs("the model", self.model_fingerprint, peer.model_fingerprint,
                    "serve the same model file on the prefill and decode workers");
   }
-  if (self.dtype != peer.dtype) return differs("the KV dtype", self.dtype, peer.dtype, "use one KV dtype on both");
+  if (self.dtype != peer.dtype) {
+    return differs("the KV dtype", self.dtype, peer.dtype, "pass the same --kv-dtype to both workers");
+  }
   if (self.block_size != peer.block_size) {
     return differs("the block size", self.block_size, peer.block_size, "pass the same --block-size to both workers");
   }
@@ -104,15 +114,15 @@ std::optional<KvImport::Reservation> KvImport::wait_reserved() {
   return Reservation{static_cast<int>(block_ids_.size()), num_cached_tokens_};
 }
 
-bool KvImport::write_block(int block_idx, int layer, std::span<const float> k, std::span<const float> v) {
+bool KvImport::write_block(int block_idx, int layer, std::span<const std::byte> k, std::span<const std::byte> v) {
   std::lock_guard lock(mu_);
   if (state_ != State::kReserved || block_idx < 0 || block_idx >= static_cast<int>(block_ids_.size())) return false;
   const model::KvCacheShape& shape = memory_->shape();
-  const size_t floats = static_cast<size_t>(shape.block_size * shape.slot_floats());
-  if (layer < 0 || layer >= shape.n_layers || k.size() != floats || v.size() != floats) return false;
+  const size_t bytes = static_cast<size_t>(shape.block_size * shape.slot_bytes());
+  if (layer < 0 || layer >= shape.n_layers || k.size() != bytes || v.size() != bytes) return false;
   const int64_t slot = int64_t{block_ids_[block_idx]} * shape.block_size;
-  std::memcpy(memory_->k(layer, slot), k.data(), floats * sizeof(float));
-  std::memcpy(memory_->v(layer, slot), v.data(), floats * sizeof(float));
+  std::memcpy(memory_->k(layer, slot), k.data(), bytes);
+  std::memcpy(memory_->v(layer, slot), v.data(), bytes);
   ++layers_done_[block_idx];
   return true;
 }

@@ -43,13 +43,14 @@ namespace koi::engine {
 // What must match between two engines for KV blocks to mean the same thing on both.
 struct KvLayout {
   std::string model_fingerprint;  // identity of the weights (kv_transfer.cc: model_fingerprint)
-  std::string dtype = "f32";      // element type of the KV memory
+  std::string dtype = "f32";      // element type of the KV memory (--kv-dtype: f32, f16, q8_0)
   int block_size = 0;             // tokens per block
   int n_layers = 0;
   int n_kv_heads = 0;
   int head_dim = 0;               // a slot is n_kv_heads * head_dim values, K and V apart
 
-  int64_t block_floats() const { return int64_t{block_size} * n_kv_heads * head_dim; }  // per layer, K or V
+  // Bytes of one block's K (or V) in one layer, stored as dtype (which must name a KV type).
+  int64_t block_bytes() const;
 };
 
 KvLayout kv_layout(const model::KvCacheShape& shape, std::string model_fingerprint);
@@ -88,7 +89,8 @@ class KvImport {
   // Transfer thread: writes one layer of block `block_idx` (in the request's block table).
   // Returns false, writing nothing, once the import is cancelled, failed or complete, or for
   // an index or size outside the reservation.
-  bool write_block(int block_idx, int layer, std::span<const float> k, std::span<const float> v);
+  // k and v are the stored bytes (KvLayout::block_bytes() each).
+  bool write_block(int block_idx, int layer, std::span<const std::byte> k, std::span<const std::byte> v);
   void complete(PrefillResult result);
   void fail(std::string reason);
   // Engine thread: after this returns no write reaches the blocks. Also called on shutdown.
@@ -120,10 +122,11 @@ class KvImport {
 // The prefill side's end of one transfer.
 class KvExport {
  public:
-  // One block: K then V for each layer in order, layout.block_floats() values each.
+  // One block: K then V for each layer in order, layout.block_bytes() bytes each (the cache's
+  // stored bytes: no conversion on either side).
   struct Block {
     int block_idx = 0;
-    std::vector<float> data;
+    std::vector<std::byte> data;
   };
   struct Item {
     std::optional<Block> block;

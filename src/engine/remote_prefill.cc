@@ -20,8 +20,8 @@ KvLayout Engine::kv_layout() const {
 
 void Engine::add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImport> ticket) {
   Request& r = *request;
-  const ComputedBlocks computed = kv_.get_computed_blocks(r);
-  model::KvCache* memory = runner_.kv_memory();
+  model::KvCache* memory = can_transfer_kv() ? runner_.kv_memory() : nullptr;
+  const ComputedBlocks computed = memory ? kv_.get_computed_blocks(r) : ComputedBlocks{};
   if (!memory || !kv_.allocate_slots(r, r.num_tokens() - computed.num_tokens, computed)) {
     // No lease without room (or without shareable KV memory): prefill here from the start.
     ticket->cancel();
@@ -118,16 +118,16 @@ void Engine::export_kv(const SchedulerOutput& plan, const std::vector<std::vecto
 void Engine::copy_block(const Request& r, int block_idx, KvExport& ticket) {
   model::KvCache& memory = *runner_.kv_memory();
   const model::KvCacheShape& shape = memory.shape();
-  const size_t floats = static_cast<size_t>(shape.block_size * shape.slot_floats());
+  const size_t bytes = static_cast<size_t>(shape.block_size * shape.slot_bytes());
   const int64_t slot = int64_t{kv_.block_table(r)[block_idx]} * shape.block_size;
   KvExport::Block block;
   block.block_idx = block_idx;
-  block.data.resize(2 * floats * static_cast<size_t>(shape.n_layers));
-  float* out = block.data.data();
+  block.data.resize(2 * bytes * static_cast<size_t>(shape.n_layers));
+  std::byte* out = block.data.data();
   for (int layer = 0; layer < shape.n_layers; ++layer) {
-    std::memcpy(out, memory.k(layer, slot), floats * sizeof(float));
-    std::memcpy(out + floats, memory.v(layer, slot), floats * sizeof(float));
-    out += 2 * floats;
+    std::memcpy(out, memory.k(layer, slot), bytes);
+    std::memcpy(out + bytes, memory.v(layer, slot), bytes);
+    out += 2 * bytes;
   }
   ticket.push_block(std::move(block));
 }

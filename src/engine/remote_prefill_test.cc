@@ -31,7 +31,8 @@ Ids prompt_of(int len, int32_t salt) {
 
 // One engine over one model instance (its own KV memory), with its own fake clock.
 struct Node {
-  Node(model::LlamaModel& model, int budget) : runner(model, kBlocks, kBlockSize, 1) {
+  Node(model::LlamaModel& model, int budget, DType kv_dtype = DType::kF32)
+      : runner(model, kBlocks, kBlockSize, 1, kv_dtype) {
     EngineConfig c;
     c.block_size = kBlockSize;
     c.num_kv_blocks = kBlocks;
@@ -70,10 +71,10 @@ void pump(Transfer& t, const KvLayout& layout, int max_blocks) {
     if (t.blocks_sent >= max_blocks) return;
     if (item->block) {
       ++t.blocks_sent;
-      const size_t floats = static_cast<size_t>(layout.block_floats());
+      const size_t bytes = static_cast<size_t>(layout.block_bytes());
       for (int layer = 0; layer < layout.n_layers; ++layer) {
-        const float* k = item->block->data.data() + 2 * floats * static_cast<size_t>(layer);
-        EXPECT_TRUE(t.import->write_block(item->block->block_idx, layer, {k, floats}, {k + floats, floats}));
+        const std::byte* k = item->block->data.data() + 2 * bytes * static_cast<size_t>(layer);
+        EXPECT_TRUE(t.import->write_block(item->block->block_idx, layer, {k, bytes}, {k + bytes, bytes}));
       }
     } else if (item->done) {
       t.import->complete(*item->done);
@@ -118,15 +119,15 @@ std::vector<RequestSpec> crowd() {
   return specs;
 }
 
-void expect_disaggregated_matches_one_engine(model::LlamaModel& model) {
-  Node single(model, 2048);
+void expect_disaggregated_matches_one_engine(model::LlamaModel& model, DType kv_dtype = DType::kF32) {
+  Node single(model, 2048, kv_dtype);
   const std::map<std::string, Ids> expected = drain(*single.engine, [&] {
     for (const RequestSpec& s : crowd()) EXPECT_TRUE(single.engine->add_request(s).ok());
     return std::map<std::string, Ids>{};
   }());
 
-  Node prefill(model, 64);  // chunked prefill: blocks leave as chunks finish
-  Node decode(model, 2048);
+  Node prefill(model, 64, kv_dtype);  // chunked prefill: blocks leave as chunks finish
+  Node decode(model, 2048, kv_dtype);
   const std::map<std::string, Ids> got = disaggregated(prefill, decode, crowd());
   for (const RequestSpec& s : crowd()) {
     ASSERT_EQ(got.at(s.id).size(), 24u) << s.id;
@@ -147,6 +148,17 @@ TEST(RemotePrefillTest, Stories260kDisaggregatedGreedyEqualsOneEngine) {
 TEST(RemotePrefillTest, RandomModelDisaggregatedGreedyEqualsOneEngine) {
   auto model = test_util::random_tiny(/*seed=*/5);
   expect_disaggregated_matches_one_engine(*model);
+}
+
+// A quantized cache crosses as its stored bytes: the decode engine continues exactly as one
+// engine with that cache would (f16 on stories260K's heads of 8; q8_0 on heads of 32).
+TEST(RemotePrefillTest, QuantizedKvCrossesAsStoredBytes) {
+  auto stories = test_util::load_stories260k();
+  expect_disaggregated_matches_one_engine(*stories, DType::kF16);
+  model::ModelConfig config = *model::named_shape("tiny");
+  config.n_heads = 2, config.n_kv_heads = 1, config.head_dim = config.dim / config.n_heads;
+  model::LlamaModel heads32(config, model::random_weights(config, 9));
+  expect_disaggregated_matches_one_engine(heads32, DType::kQ8_0);
 }
 
 TEST(RemotePrefillTest, PrefixCacheHitsOnEitherSideKeepTheOutputAndSkipCachedBlocks) {
@@ -183,10 +195,10 @@ TEST(RemotePrefillTest, PrefixCacheHitsOnEitherSideKeepTheOutputAndSkipCachedBlo
       if (item->block) {
         ++sent;
         EXPECT_GE(item->block->block_idx, 10);
-        const size_t floats = static_cast<size_t>(decode.engine->kv_layout().block_floats());
+        const size_t bytes = static_cast<size_t>(decode.engine->kv_layout().block_bytes());
         for (int layer = 0; layer < decode.engine->kv_layout().n_layers; ++layer) {
-          const float* k = item->block->data.data() + 2 * floats * static_cast<size_t>(layer);
-          ASSERT_TRUE(import->write_block(item->block->block_idx, layer, {k, floats}, {k + floats, floats}));
+          const std::byte* k = item->block->data.data() + 2 * bytes * static_cast<size_t>(layer);
+          ASSERT_TRUE(import->write_block(item->block->block_idx, layer, {k, bytes}, {k + bytes, bytes}));
         }
       } else if (item->done) {
         import->complete(*item->done);
@@ -234,7 +246,7 @@ TEST(RemotePrefillTest, ExpiredLeaseReleasesTheBlocksAndPrefillsLocally) {
   const std::map<std::string, Ids> got = drain(*decode.engine);
   EXPECT_EQ(got.at("r").size(), 8u);
   EXPECT_EQ(import->state(), KvImport::State::kCancelled);
-  std::vector<float> k(static_cast<size_t>(decode.engine->kv_layout().block_floats()));
+  std::vector<std::byte> k(static_cast<size_t>(decode.engine->kv_layout().block_bytes()));
   EXPECT_FALSE(import->write_block(0, 0, k, k));  // a late writer touches nothing
   EXPECT_EQ(decode.engine->stats().num_kv_fallbacks, 1);
   EXPECT_EQ(decode.engine->stats().kv_usage, 0.0);
@@ -287,8 +299,10 @@ TEST(RemotePrefillTest, HandshakeRefusesAMismatchedPeerNamingTheField) {
             "incompatible KV transfer peer: the model is xxh3:1:10 on the prefill worker but xxh3:2:10 on the decode "
             "worker; serve the same model file on the prefill and decode workers");
   b = a;
-  b.dtype = "f16";
-  EXPECT_EQ(check_compatible(a, b).code(), StatusCode::kFailedPrecondition);
+  b.dtype = "q8_0";
+  EXPECT_EQ(check_compatible(a, b).message(),
+            "incompatible KV transfer peer: the KV dtype is f32 on the prefill worker but q8_0 on the decode worker; "
+            "pass the same --kv-dtype to both workers");
 }
 
 }  // namespace

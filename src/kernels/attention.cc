@@ -93,6 +93,8 @@ int64_t item_cost(const AttentionShape& s, const AttentionItem& item) {
 void check_args(const AttentionShape& s, const PagedKv& kv, std::span<const AttentionRun> runs) {
   KOI_CHECK(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0 && s.head_dim > 0);
   KOI_CHECK(kv.block_size > 0 && kv.slot_floats >= static_cast<int64_t>(s.n_kv_heads) * s.head_dim);
+  KOI_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16 || kv.dtype == DType::kQ8_0);
+  KOI_CHECK(s.head_dim % dtype_block_size(kv.dtype) == 0 && kv.slot_floats % dtype_block_size(kv.dtype) == 0);
   for (const AttentionRun& run : runs) {
     const int64_t last = run.first_pos + run.n_tokens - 1;
     KOI_CHECK(run.first_pos >= 0 && static_cast<int64_t>(run.block_table.size()) * kv.block_size > last);
@@ -147,21 +149,27 @@ void attention(const AttentionShape& s, const float* q, const PagedKv& kv, std::
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<double> scores, acc(static_cast<size_t>(hd));
+  std::vector<float> row(static_cast<size_t>(hd));
   for (const AttentionRun& run : runs) {
     for (int64_t t = 0; t < run.n_tokens; ++t) {
       const int64_t token = run.first_token + t, pos = run.first_pos + t;
       for (int64_t head = 0; head < s.n_heads; ++head) {
-        const int64_t kv_offset = head / group * hd;
         const float* qh = q + token * s.q_dim() + head * hd;
         auto slot = [&](int64_t j) {
           return static_cast<int64_t>(run.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
         };
+        // Head kv_head of the slot holding position j, dequantized.
+        auto read = [&](const void* base, int64_t j, float* dst) {
+          const int64_t bytes = slot(j) * dtype_row_bytes(kv.dtype, kv.slot_floats) +
+                                head / group * dtype_row_bytes(kv.dtype, hd);
+          dequantize_row(kv.dtype, static_cast<const std::byte*>(base) + bytes, dst, hd);
+        };
         scores.assign(static_cast<size_t>(pos + 1), 0.0);
         double max = -INFINITY;
         for (int64_t j = 0; j <= pos; ++j) {
-          const float* k = kv.k + slot(j) * kv.slot_floats + kv_offset;
+          read(kv.k, j, row.data());
           double dot = 0.0;
-          for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
+          for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * row[d];
           scores[j] = dot * scale;
           max = std::max(max, scores[j]);
         }
@@ -169,8 +177,8 @@ void attention(const AttentionShape& s, const float* q, const PagedKv& kv, std::
         for (double& x : scores) sum += (x = std::exp(x - max));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = 0; j <= pos; ++j) {
-          const float* v = kv.v + slot(j) * kv.slot_floats + kv_offset;
-          for (int64_t d = 0; d < hd; ++d) acc[d] += scores[j] / sum * v[d];
+          read(kv.v, j, row.data());
+          for (int64_t d = 0; d < hd; ++d) acc[d] += scores[j] / sum * row[d];
         }
         float* dst = out + token * s.q_dim() + head * hd;
         for (int64_t d = 0; d < hd; ++d) dst[d] = static_cast<float>(acc[d]);

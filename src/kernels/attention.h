@@ -26,6 +26,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "tensor/dtype.h"
 
 namespace koi::kernels {
 
@@ -37,13 +38,18 @@ struct AttentionShape {
   int64_t q_dim() const { return static_cast<int64_t>(n_heads) * head_dim; }
 };
 
-// One layer's keys and values in the paged cache: the head kv_head of slot s starts at
-// k + s * slot_floats + kv_head * head_dim (likewise v).
+// One layer's keys and values in the paged cache, stored as `dtype` (f32, f16 or q8_0, whose
+// 32-value blocks never straddle a head: head_dim is a multiple of 32): the head kv_head of
+// slot s starts at byte s * row_bytes(slot_floats) + kv_head * row_bytes(head_dim) of k (likewise
+// v), row_bytes being dtype_row_bytes(dtype, n). The kernel dequantizes inside its tiles; values
+// read as exactly what dequantize_row gives, so the dtype changes the inputs, never the order of
+// the arithmetic.
 struct PagedKv {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int64_t slot_floats = 0;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t slot_floats = 0;  // values per slot (n_kv_heads * head_dim, or more)
   int block_size = 16;
+  DType dtype = DType::kF32;
 };
 
 // Tokens [first_token, first_token + n_tokens) of the batch belong to one sequence and sit at
@@ -61,7 +67,8 @@ void attention(const AttentionShape& shape, const float* q, const PagedKv& kv, s
                float* out, ThreadPool* pool);
 
 namespace ref {
-// The oracle: per (token, head), scores in double, a two-pass softmax, the weighted sum of V.
+// The oracle: per (token, head), each K and V head read with tensor's dequantize_row, scores in
+// double, a two-pass softmax, the weighted sum of V.
 void attention(const AttentionShape& shape, const float* q, const PagedKv& kv, std::span<const AttentionRun> runs,
                float* out);
 }  // namespace ref

@@ -18,20 +18,35 @@
 namespace koi::kernels {
 namespace {
 
-// A paged cache holding some sequences, each with a shuffled block table. Every slot no sequence
-// wrote holds NaN, so a kernel that reads past a sequence's positions fails the comparison.
+// A paged cache holding some sequences, each with a shuffled block table, stored as `dtype`
+// (f32, f16 or q8_0; values quantized by tensor's quantize_row, as model::KvCache writes them).
+// Every slot no sequence wrote holds NaN (an f16 NaN, or a NaN q8_0 scale), so a kernel that
+// reads past a sequence's positions fails the comparison.
 struct PagedCache {
-  PagedCache(const AttentionShape& s, int block_size, const std::vector<int>& lengths, uint64_t seed)
+  PagedCache(const AttentionShape& s, int block_size, const std::vector<int>& lengths, uint64_t seed,
+             DType dtype = DType::kF32)
       : shape(s), rng(seed) {
     const int64_t slot_floats = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
+    const int64_t slot_bytes = dtype_row_bytes(dtype, slot_floats);
     int blocks = 0;
     for (int len : lengths) blocks += (len + block_size - 1) / block_size;
     std::vector<int32_t> ids(static_cast<size_t>(blocks));
     std::iota(ids.begin(), ids.end(), 0);
     for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng.below(i)]);
-    const size_t floats = static_cast<size_t>(blocks) * block_size * slot_floats;
-    k.assign(floats, std::numeric_limits<float>::quiet_NaN());
-    v.assign(floats, std::numeric_limits<float>::quiet_NaN());
+    const size_t bytes = static_cast<size_t>(blocks) * block_size * slot_bytes;
+    k.resize(bytes);
+    v.resize(bytes);
+    if (dtype == DType::kF32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      for (size_t i = 0; i < bytes; i += sizeof(float)) {
+        std::memcpy(k.data() + i, &nan, sizeof(nan));
+        std::memcpy(v.data() + i, &nan, sizeof(nan));
+      }
+    } else {
+      // Little-endian f16 NaN (0x7e00) at every even byte: every f16 value, every q8_0 scale.
+      for (size_t i = 0; i < bytes; ++i) k[i] = v[i] = std::byte{i % 2 == 0 ? uint8_t{0x00} : uint8_t{0x7e}};
+    }
+    std::vector<float> k_slot(static_cast<size_t>(slot_floats)), v_slot(k_slot.size());
     size_t next = 0;
     for (int len : lengths) {
       std::vector<int32_t>& table = tables.emplace_back();
@@ -39,12 +54,14 @@ struct PagedCache {
       for (int p = 0; p < len; ++p) {
         const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;
         for (int64_t i = 0; i < slot_floats; ++i) {
-          k[slot * slot_floats + i] = 2.0f * rng.uniform_f() - 1.0f;
-          v[slot * slot_floats + i] = 2.0f * rng.uniform_f() - 1.0f;
+          k_slot[i] = 2.0f * rng.uniform_f() - 1.0f;
+          v_slot[i] = 2.0f * rng.uniform_f() - 1.0f;
         }
+        quantize_row(dtype, k_slot.data(), k.data() + slot * slot_bytes, slot_floats);
+        quantize_row(dtype, v_slot.data(), v.data() + slot * slot_bytes, slot_floats);
       }
     }
-    kv = {k.data(), v.data(), slot_floats, block_size};
+    kv = {k.data(), v.data(), slot_floats, block_size, dtype};
   }
 
   // Queries for n tokens, scaled so that the softmax is peaked for some heads and flat for others.
@@ -63,7 +80,7 @@ struct PagedCache {
 
   AttentionShape shape;
   Rng rng;
-  std::vector<float> k, v;
+  std::vector<std::byte> k, v;
   std::vector<std::vector<int32_t>> tables;
   PagedKv kv;
 };
@@ -91,27 +108,54 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-TEST(Attention, MatchesReferenceAtEveryLevel) {
-  for (const Case& c : kCases) {
-    const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-    // Sequence 0: a 37-token prompt; 1: a chunk of 11 tokens after 29 cached ones; 2-4: decode
-    // tokens at positions 0, block_size and 50 (ends of blocks and tiles).
-    PagedCache cache(shape, c.block_size, {37, 40, 1, c.block_size + 1, 51}, 7);
-    const std::vector<AttentionRun> runs = {cache.run(0, 0, 0, 37), cache.run(1, 37, 29, 11), cache.run(2, 48, 0, 1),
-                                            cache.run(3, 49, c.block_size, 1), cache.run(4, 50, 50, 1)};
-    const int64_t n_tokens = 51;
-    const std::vector<float> q = cache.queries(n_tokens);
-    std::vector<float> want(q.size()), got(q.size());
-    ref::attention(shape, q.data(), cache.kv, runs, want.data());
-    for (Isa isa : levels()) {
-      ScopedIsa scoped(isa);
-      SCOPED_TRACE(testing::Message() << isa_name(isa) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
-                                      << c.head_dim << " block " << c.block_size);
-      std::fill(got.begin(), got.end(), 0.0f);
-      attention(shape, q.data(), cache.kv, runs, got.data(), nullptr);
-      EXPECT_LE(max_abs_diff(got, want), kTolerance);
+constexpr DType kKvTypes[] = {DType::kF32, DType::kF16, DType::kQ8_0};
+
+TEST(Attention, MatchesReferenceAtEveryLevelAndKvType) {
+  for (DType dtype : kKvTypes) {
+    for (const Case& c : kCases) {
+      if (c.head_dim % dtype_block_size(dtype) != 0) continue;  // q8_0 heads are whole blocks
+      const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+      // Sequence 0: a 37-token prompt; 1: a chunk of 11 tokens after 29 cached ones; 2-4: decode
+      // tokens at positions 0, block_size and 50 (ends of blocks and tiles).
+      PagedCache cache(shape, c.block_size, {37, 40, 1, c.block_size + 1, 51}, 7, dtype);
+      const std::vector<AttentionRun> runs = {cache.run(0, 0, 0, 37), cache.run(1, 37, 29, 11), cache.run(2, 48, 0, 1),
+                                              cache.run(3, 49, c.block_size, 1), cache.run(4, 50, 50, 1)};
+      const int64_t n_tokens = 51;
+      const std::vector<float> q = cache.queries(n_tokens);
+      std::vector<float> want(q.size()), got(q.size());
+      ref::attention(shape, q.data(), cache.kv, runs, want.data());
+      for (Isa isa : levels()) {
+        ScopedIsa scoped(isa);
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << isa_name(isa) << " heads " << c.n_heads << "/"
+                                        << c.n_kv_heads << " dim " << c.head_dim << " block " << c.block_size);
+        std::fill(got.begin(), got.end(), 0.0f);
+        attention(shape, q.data(), cache.kv, runs, got.data(), nullptr);
+        EXPECT_LE(max_abs_diff(got, want), kTolerance);
+      }
     }
   }
+}
+
+// What storing the cache in f16 or q8_0 costs: the reference over the rounded cache against the
+// reference over the f32 one (same values before rounding), with the outputs in [-1, 1]. f16
+// keeps 11 significant bits; q8_0 rounds each value to a step of max|block| / 127. Measured:
+// 5.3e-4 (f16) and 9.4e-3 (q8_0); the bounds leave about 3x.
+TEST(Attention, QuantizedCacheStaysNearF32) {
+  const AttentionShape shape{8, 2, 64};
+  const std::vector<int> lengths = {200, 33};
+  const std::vector<float> q = PagedCache(shape, 16, lengths, 21).queries(233);
+  std::vector<float> exact(q.size()), rounded(q.size());
+  auto run_ref = [&](DType dtype, std::vector<float>& out) {
+    const PagedCache cache(shape, 16, lengths, 21, dtype);
+    ref::attention(shape, q.data(), cache.kv, std::vector{cache.run(0, 0, 0, 200), cache.run(1, 200, 0, 33)},
+                   out.data());
+  };
+  run_ref(DType::kF32, exact);
+  run_ref(DType::kF16, rounded);
+  EXPECT_LE(max_abs_diff(rounded, exact), 2e-3f);
+  run_ref(DType::kQ8_0, rounded);
+  EXPECT_LE(max_abs_diff(rounded, exact), 3e-2f);
+  EXPECT_GT(max_abs_diff(rounded, exact), 0.0f);  // the cache really was quantized
 }
 
 TEST(Attention, LongPromptMatchesReference) {
@@ -132,14 +176,15 @@ TEST(Attention, LongPromptMatchesReference) {
 }
 
 TEST(Attention, BitwiseSameForAnyRunSplitBatchAndThreadCount) {
-  const AttentionShape shape{12, 4, 40};
+  for (DType dtype : kKvTypes) {
+  const AttentionShape shape{12, 4, dtype == DType::kQ8_0 ? 64 : 40};
   const int len = 70;
-  PagedCache cache(shape, 16, {len, 33}, 3);
+  PagedCache cache(shape, 16, {len, 33}, 3, dtype);
   const std::vector<float> q = cache.queries(len + 1);  // token len: sequence 1's decode token
   ThreadPool pool2(2), pool3(3);
   for (Isa isa : levels()) {
     ScopedIsa scoped(isa);
-    SCOPED_TRACE(isa_name(isa));
+    SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << isa_name(isa));
     // Sequence 0 as one prompt, on the calling thread.
     std::vector<float> whole(q.size(), 0.0f);
     attention(shape, q.data(), cache.kv, std::vector{cache.run(0, 0, 0, len)}, whole.data(), nullptr);
@@ -165,6 +210,7 @@ TEST(Attention, BitwiseSameForAnyRunSplitBatchAndThreadCount) {
     EXPECT_EQ(std::memcmp(alone.data() + seq0_floats, chunked.data() + seq0_floats,
                           static_cast<size_t>(shape.q_dim()) * sizeof(float)),
               0);
+  }
   }
 }
 

@@ -8,6 +8,9 @@
 //   V keep_first(V x, int n, float fill) (lanes >= n replaced by fill), float hmax(V),
 //   float hsum(V), V exp(V) (exp(-inf) = 0).
 //
+// The K/V tile is read from the cache in its dtype and dequantized here (dequantize_head), so
+// f16 and q8_0 caches run the same arithmetic as f32 on the values they hold.
+//
 // Per row (one query head of one token) and per key tile: scores s = q . K (q prescaled by
 // 1/sqrt(head_dim)), masked past the row's position; m' = max(m, max s); alpha = exp(m - m');
 // p = exp(s - m'); l = l * alpha + p (lane-wise, summed at the end); o = o * alpha + sum_j p_j v_j.
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "kernels/attention_kernels.h"
+#include "tensor/dtype.h"
 
 namespace koi::kernels {
 namespace {
@@ -31,6 +35,28 @@ namespace {
 // kChunks (and runs kRows / kOutRows times). Row counts are padded to a multiple of kRows with rows
 // that have no keys.
 constexpr int kRows = 8, kOutRows = 4;
+
+// n values (whole blocks) of one head in the cache, of type t (f16 or q8_0), as f32: the same
+// numbers tensor's dequantize_row gives (the f16 conversion is exact; a q8_0 value is q * d), in
+// code compiled for the including level (F16C converts the f16 values on AVX2 and AVX-512).
+inline void dequantize_head(DType t, const std::byte* src, float* dst, int64_t n) {
+  if (t == DType::kF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      _Float16 h;
+      std::memcpy(&h, src + 2 * i, sizeof(h));
+      dst[i] = static_cast<float>(h);
+    }
+    return;
+  }
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    BlockQ8_0 block;
+    std::memcpy(&block, src + b * static_cast<int64_t>(sizeof(BlockQ8_0)), sizeof(block));
+    _Float16 h;
+    std::memcpy(&h, &block.d, sizeof(h));
+    const float d = static_cast<float>(h);
+    for (int j = 0; j < kQK8_0; ++j) dst[b * kQK8_0 + j] = static_cast<float>(block.qs[j]) * d;
+  }
+}
 
 template <class Vec>
 class AttentionTiles {
@@ -68,6 +94,7 @@ class AttentionTiles {
     m_.assign(pr, -std::numeric_limits<float>::infinity());
     pos_.assign(pr, -1);
     k_t_.assign(static_cast<size_t>(hd_) * kW, 0.0f);
+    k_row_.assign(static_cast<size_t>(hd_), 0.0f);
     v_.assign(static_cast<size_t>(kW + 1) * hdp_, 0.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
     // Row r = token * group + head within the group: a token's heads are adjacent.
@@ -87,15 +114,21 @@ class AttentionTiles {
   }
 
   // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW], zeros past n) and v_rows_
-  // (the cache's rows where they are a whole number of vectors, else padded copies in v_; past n,
-  // a row of zeros). Prefetches the next tile's rows, which sit in other blocks of the cache.
+  // (an f32 cache's rows where they are a whole number of vectors, else dequantized or padded
+  // copies in v_; past n, a row of zeros). Prefetches the next tile's rows, which sit in other
+  // blocks of the cache.
   void load_kv_tile(const AttentionArgs& a, const AttentionRun& run, int kv_head, int32_t key0, int n) {
     const PagedKv& kv = a.kv;
     const int32_t last_needed = pos_[static_cast<size_t>(rows_ - 1)];
-    auto offset = [&](int32_t p) {
+    const int64_t slot_bytes = dtype_row_bytes(kv.dtype, kv.slot_floats);
+    const int64_t head_bytes = dtype_row_bytes(kv.dtype, hd_);
+    const bool f32 = kv.dtype == DType::kF32;
+    const auto* k_base = static_cast<const std::byte*>(kv.k);
+    const auto* v_base = static_cast<const std::byte*>(kv.v);
+    auto offset = [&](int32_t p) {  // in bytes
       const int64_t slot =
           static_cast<int64_t>(run.block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
-      return slot * kv.slot_floats + static_cast<int64_t>(kv_head) * hd_;
+      return slot * slot_bytes + static_cast<int64_t>(kv_head) * head_bytes;
     };
     for (int j = 0; j < kW; ++j) {
       float* v_copy = v_.data() + static_cast<int64_t>(j + 1) * hdp_;
@@ -105,19 +138,26 @@ class AttentionTiles {
         continue;
       }
       const int64_t off = offset(key0 + j);
-      const float* k_row = kv.k + off;
+      const float* k_row = reinterpret_cast<const float*>(k_base + off);
+      if (!f32) {
+        dequantize_head(kv.dtype, k_base + off, k_row_.data(), hd_);
+        k_row = k_row_.data();
+      }
       for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = k_row[d];
-      if (hd_ == hdp_) {
-        v_rows_[j] = kv.v + off;
+      if (f32 && hd_ == hdp_) {
+        v_rows_[j] = reinterpret_cast<const float*>(v_base + off);
+      } else if (f32) {
+        std::memcpy(v_copy, v_base + off, static_cast<size_t>(hd_) * sizeof(float));
+        v_rows_[j] = v_copy;
       } else {
-        std::memcpy(v_copy, kv.v + off, static_cast<size_t>(hd_) * sizeof(float));
+        dequantize_head(kv.dtype, v_base + off, v_copy, hd_);
         v_rows_[j] = v_copy;
       }
       if (key0 + kW + j <= last_needed) {
         const int64_t next = offset(key0 + kW + j);
-        for (int64_t d = 0; d < hd_; d += 16) {
-          __builtin_prefetch(kv.k + next + d);
-          __builtin_prefetch(kv.v + next + d);
+        for (int64_t b = 0; b < head_bytes; b += 64) {
+          __builtin_prefetch(k_base + next + b);
+          __builtin_prefetch(v_base + next + b);
         }
       }
     }
@@ -197,8 +237,9 @@ class AttentionTiles {
   // Per row: prescaled q [hdp], output o [hdp], lane sums l [kW], max m, position (-1: padding).
   std::vector<float> q_, o_, l_, m_;
   std::vector<int32_t> pos_;
-  // The K/V tile: K transposed; V rows (into the cache or v_, whose row 0 is zeros).
-  std::vector<float> k_t_, v_;
+  // The K/V tile: K transposed; V rows (into the cache or v_, whose row 0 is zeros); one
+  // dequantized K row on its way into k_t_.
+  std::vector<float> k_t_, v_, k_row_;
   const float* v_rows_[kW];
   alignas(64) float p_[kRows * kW];
   float alpha_[kRows];

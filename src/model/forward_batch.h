@@ -11,6 +11,8 @@
 // for this model: its tokens then go through the adapted projections; sequences with
 // different adapters, and with none, share one batch. The batch owns neither the block
 // tables nor the adapters it points to.
+// A cache that keeps sliding-window layers apart (model/kv_cache.h) takes their slots from the
+// sequence's window table instead.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,9 @@ class LoraAdapter;
 struct BatchSequence {
   std::span<const int32_t> block_table;  // physical block ids, in position order
   const LoraAdapter* lora = nullptr;     // null: the base model
+  // With a split cache (KvCacheShape::split): the sliding-window layers' table, the same way;
+  // entries for blocks wholly before a token's window are never read (the engine's kReleased).
+  std::span<const int32_t> window_block_table = {};
 };
 
 struct ForwardBatch {

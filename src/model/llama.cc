@@ -55,6 +55,29 @@ Status check_tensor(const TensorView& t, const std::string& name, std::initializ
   return ok_status();
 }
 
+namespace {
+
+// The table layer `layer` of sequence `s` writes and reads: a split cache keeps its sliding-window
+// layers in the window table.
+std::span<const int32_t> table_of(const BatchSequence& s, const KvCacheShape& ks, int layer) {
+  return ks.split() && ks.windowed[static_cast<size_t>(layer)] ? s.window_block_table : s.block_table;
+}
+
+// The blocks [first_block, pos / block_size] of `table` must exist and be in the cache.
+Status check_table(std::span<const int32_t> table, int64_t first_block, int32_t pos, const KvCacheShape& ks) {
+  if (static_cast<int64_t>(table.size()) * ks.block_size <= pos) {
+    return Status::invalid_argument("forward batch: block table too short for position " + std::to_string(pos));
+  }
+  for (int64_t b = first_block; b <= pos / ks.block_size; ++b) {
+    if (table[b] < 0 || table[b] >= ks.num_blocks) {
+      return Status::invalid_argument("forward batch: block id " + std::to_string(table[b]) + " out of range");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
   KOI_RETURN_IF_ERROR(check_tensor(w.token_embd, "token_embd", {c.dim, c.n_vocab}, false));
   KOI_RETURN_IF_ERROR(check_tensor(w.output_norm, "output_norm", {c.dim}, true));
@@ -101,13 +124,20 @@ LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
   for (int layer = 0; layer < config_.n_layers; ++layer) inv_freq_.push_back(config_.rope_inv_freq_of(layer));
 }
 
-KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size) const {
+KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype, bool split_windows) const {
   KvCacheShape s;
   s.n_layers = config_.n_layers;
   s.n_kv_heads = config_.n_kv_heads;
   s.head_dim = config_.head_dim;
   s.block_size = block_size;
   s.num_blocks = num_blocks;
+  s.dtype = dtype;
+  for (int layer = 0; split_windows && layer < config_.n_layers; ++layer) {
+    if (config_.window_of(layer) > 0) s.window = std::max(s.window, config_.window_of(layer));
+  }
+  if (s.window > 0) {
+    for (int layer = 0; layer < config_.n_layers; ++layer) s.windowed.push_back(config_.window_of(layer) > 0);
+  }
   return s;
 }
 
@@ -120,6 +150,14 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   }
   if (ks.n_layers != c.n_layers || ks.n_kv_heads != c.n_kv_heads || ks.head_dim != c.head_dim) {
     return Status::invalid_argument("forward batch: KV cache shape does not match the model");
+  }
+  if (ks.split() && static_cast<int>(ks.windowed.size()) != c.n_layers) {
+    return Status::invalid_argument("forward batch: the KV cache's sliding-window layers are not the model's");
+  }
+  for (int layer = 0; ks.split() && layer < c.n_layers; ++layer) {
+    if (ks.windowed[static_cast<size_t>(layer)] != (c.window_of(layer) > 0) || ks.window < c.window_of(layer)) {
+      return Status::invalid_argument("forward batch: the KV cache's sliding-window layers are not the model's");
+    }
   }
   for (int64_t t = 0; t < T; ++t) {
     int32_t tok = batch.token_ids[t], pos = batch.positions[t], s = batch.seq_index[t];
@@ -134,14 +172,11 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       return Status::invalid_argument("position " + std::to_string(pos) + " is outside the context of " +
                                       std::to_string(c.max_seq_len) + " tokens");
     }
-    const auto& bt = batch.sequences[s].block_table;
-    if (static_cast<int64_t>(bt.size()) * ks.block_size <= pos) {
-      return Status::invalid_argument("forward batch: block table too short for position " + std::to_string(pos));
-    }
-    for (int64_t b = 0; b <= pos / ks.block_size; ++b) {
-      if (bt[b] < 0 || bt[b] >= ks.num_blocks) {
-        return Status::invalid_argument("forward batch: block id " + std::to_string(bt[b]) + " out of range");
-      }
+    const BatchSequence& seq = batch.sequences[s];
+    if (ks.has_full_layers()) KOI_RETURN_IF_ERROR(check_table(seq.block_table, 0, pos, ks));
+    if (ks.split()) {  // a windowed layer reads positions pos - window + 1 .. pos
+      const int64_t first_block = std::max(0, pos - ks.window + 1) / ks.block_size;
+      KOI_RETURN_IF_ERROR(check_table(seq.window_block_table, first_block, pos, ks));
     }
   }
   for (int32_t idx : batch.logit_indices) {
@@ -202,10 +237,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       if (q_factor != 1.0f) {
         for (int64_t i = 0; i < qd; ++i) q_[t * qd + i] *= q_factor;
       }
-      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], ks, layer);
       const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
-      std::copy_n(k_.data() + t * kvd, kvd, kv.k(layer, slot));
-      std::copy_n(v_.data() + t * kvd, kvd, kv.v(layer, slot));
+      kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
     }
     span.emplace(trace_, "attention", "op");
     attention(batch, kv, layer, pool);
@@ -301,10 +335,11 @@ void LlamaModel::attention(const ForwardBatch& batch, KvCache& kv, int layer, Th
       ++runs_.back().n_tokens;
       continue;
     }
-    runs_.push_back({t, 1, pos, batch.sequences[seq].block_table});
+    runs_.push_back({t, 1, pos, table_of(batch.sequences[seq], kv.shape(), layer)});
   }
   const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size};
+  const kernels::PagedKv paged{kv.k(layer, 0), kv.v(layer, 0), kv.shape().slot_floats(), kv.shape().block_size,
+                               kv.shape().dtype};
   kernels::attention(shape, q_.data(), paged, runs_, attn_out_.data(), pool);
 }
 
@@ -316,19 +351,20 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
   const float scale = c.attention_scale(), softcap = c.attn_softcap;
   const int window = c.window_of(layer);
   auto work = [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores, head_row;
+    head_row.resize(static_cast<size_t>(hd));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / c.n_heads, head_idx = item % c.n_heads;
       const int64_t kv_head = head_idx / group;
       const int32_t pos = batch.positions[t];
-      const auto& bt = batch.sequences[batch.seq_index[t]].block_table;
+      const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], kv.shape(), layer);
       const float* q = q_.data() + t * qd + head_idx * hd;
       const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;  // scores[j - first]
       const int32_t n = pos + 1 - first;
       if (static_cast<int64_t>(scores.size()) < n) scores.resize(static_cast<size_t>(n));
       for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        scores[j - first] = kernels::dot(q, kv.k(layer, slot) + kv_head * hd, hd) * scale;
+        scores[j - first] = kernels::dot(q, kv.k_head(layer, slot, kv_head, head_row.data()), hd) * scale;
       }
       if (softcap > 0.0f) kernels::softcap(scores.data(), n, softcap);
       kernels::softmax(scores.data(), n);
@@ -336,7 +372,7 @@ void LlamaModel::attention_general(const ForwardBatch& batch, KvCache& kv, int l
       std::fill_n(out, hd, 0.0f);
       for (int32_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(bt[j / block_size]) * block_size + j % block_size;
-        kernels::axpy(scores[j - first], kv.v(layer, slot) + kv_head * hd, out, hd);
+        kernels::axpy(scores[j - first], kv.v_head(layer, slot, kv_head, head_row.data()), out, hd);
       }
     }
   };

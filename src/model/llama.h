@@ -33,8 +33,12 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
-  // Shape of a KV cache for this model with the given number of blocks.
-  KvCacheShape kv_shape(int num_blocks, int block_size = 16) const;
+  // Shape of a KV cache for this model with the given number of blocks, stored as `dtype`
+  // (check_kv_dtype(dtype, config().head_dim) must hold to build a KvCache of it). With
+  // split_windows, a model with sliding-window layers keeps them in the window table
+  // (KvCacheShape::windowed), so the engine can release their blocks that left the window.
+  KvCacheShape kv_shape(int num_blocks, int block_size = 16, DType dtype = DType::kF32,
+                        bool split_windows = false) const;
 
   // Checks the batch against the cache (block tables long enough, positions in range,
   // token ids in the vocabulary), then computes; logits is [logit_indices.size(), n_vocab].

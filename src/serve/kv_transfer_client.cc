@@ -179,13 +179,13 @@ Status KvTransferClient::Impl::exchange(tcp::socket& socket, engine::KvImport& t
 }
 
 Status KvTransferClient::Impl::receive(tcp::socket& socket, engine::KvImport& ticket) {
-  const size_t floats = static_cast<size_t>(layout.block_floats());
+  const size_t bytes = static_cast<size_t>(layout.block_bytes());
   kv_wire::BlockView block;
   for (;;) {
     KOI_ASSIGN_OR_RETURN(kv_wire::Frame frame, kv_wire::read_frame(socket));
     switch (frame.type) {
       case FrameType::kBlock:
-        KOI_RETURN_IF_ERROR(kv_wire::decode_block(frame.payload, floats, &block));
+        KOI_RETURN_IF_ERROR(kv_wire::decode_block(frame.payload, bytes, &block));
         if (!ticket.write_block(block.block_idx, block.layer, block.k, block.v)) {
           if (ticket.state() != engine::KvImport::State::kReserved) return ok_status();  // cancelled
           return Status::corrupt(fmt::format("BLOCK {} layer {} is outside the reservation", block.block_idx, block.layer));

@@ -174,7 +174,7 @@ void KvTransferServer::Impl::serve(Connection& c) {
 }
 
 void KvTransferServer::Impl::stream(tcp::socket& socket, const std::string& id, engine::KvExport& ticket) {
-  const size_t floats = static_cast<size_t>(layout.block_floats());
+  const size_t bytes = static_cast<size_t>(layout.block_bytes());
   const auto give_up = [&](const std::string& why) {
     log::warn("KV transfer for '{}' stopped: {}; aborting it", id, why);
     ticket.cancel();
@@ -187,9 +187,9 @@ void KvTransferServer::Impl::stream(tcp::socket& socket, const std::string& id, 
       continue;
     }
     if (item->block) {
-      const float* data = item->block->data.data();
-      for (int layer = 0; layer < layout.n_layers; ++layer, data += 2 * floats) {
-        Status s = kv_wire::write_block(socket, item->block->block_idx, layer, {data, floats}, {data + floats, floats});
+      const std::byte* data = item->block->data.data();
+      for (int layer = 0; layer < layout.n_layers; ++layer, data += 2 * bytes) {
+        Status s = kv_wire::write_block(socket, item->block->block_idx, layer, {data, bytes}, {data + bytes, bytes});
         if (!s.ok()) return give_up(s.message());
       }
     } else if (item->done) {

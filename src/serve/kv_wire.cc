@@ -210,9 +210,10 @@ Result<engine::PrefillResult> decode_done(std::string_view payload) {
   return result;
 }
 
-Status write_block(Socket& socket, int32_t block_idx, int32_t layer, std::span<const float> k, std::span<const float> v) {
+Status write_block(Socket& socket, int32_t block_idx, int32_t layer, std::span<const std::byte> k,
+                   std::span<const std::byte> v) {
   std::array<char, 13> header{};
-  const uint32_t length = static_cast<uint32_t>(1 + 8 + (k.size() + v.size()) * sizeof(float));
+  const uint32_t length = static_cast<uint32_t>(1 + 8 + k.size() + v.size());
   std::memcpy(header.data(), &length, 4);
   header[4] = static_cast<char>(FrameType::kBlock);
   std::memcpy(header.data() + 5, &block_idx, 4);
@@ -224,16 +225,15 @@ Status write_block(Socket& socket, int32_t block_idx, int32_t layer, std::span<c
   return ec ? socket_status(ec, "sending a block") : ok_status();
 }
 
-Status decode_block(std::string_view payload, size_t floats, BlockView* out) {
-  const size_t bytes = floats * sizeof(float);
+Status decode_block(std::string_view payload, size_t bytes, BlockView* out) {
   if (payload.size() != 8 + 2 * bytes) {
     return Status::corrupt(fmt::format("KV transfer BLOCK frame holds {} bytes, expected {} for this layout",
                                        payload.size(), 8 + 2 * bytes));
   }
   std::memcpy(&out->block_idx, payload.data(), 4);
   std::memcpy(&out->layer, payload.data() + 4, 4);
-  out->k.resize(floats);
-  out->v.resize(floats);
+  out->k.resize(bytes);
+  out->v.resize(bytes);
   std::memcpy(out->k.data(), payload.data() + 8, bytes);
   std::memcpy(out->v.data(), payload.data() + 8 + bytes, bytes);
   return ok_status();

@@ -57,14 +57,16 @@ Result<PrefillRequest> decode_request(std::string_view payload);
 std::string encode_done(const engine::PrefillResult& result);
 Result<engine::PrefillResult> decode_done(std::string_view payload);
 
-// BLOCK: block index, layer, then K and V (floats values each), sent without a copy.
-Status write_block(Socket& socket, int32_t block_idx, int32_t layer, std::span<const float> k, std::span<const float> v);
+// BLOCK: block index, layer, then K and V (the cache's stored bytes, KvLayout::block_bytes()
+// each, in the dtype HELLO agreed on), sent without a copy.
+Status write_block(Socket& socket, int32_t block_idx, int32_t layer, std::span<const std::byte> k,
+                   std::span<const std::byte> v);
 struct BlockView {
   int32_t block_idx = 0;
   int32_t layer = 0;
-  std::vector<float> k, v;
+  std::vector<std::byte> k, v;
 };
-// Fails unless the payload holds exactly 2 * floats values.
-Status decode_block(std::string_view payload, size_t floats, BlockView* out);
+// Fails unless the payload holds exactly 2 * bytes bytes of K and V.
+Status decode_block(std::string_view payload, size_t bytes, BlockView* out);
 
 }  // namespace koi::serve::kv_wire

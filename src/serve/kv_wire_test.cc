@@ -80,7 +80,7 @@ TEST(KvWire, MalformedPayloadsAreErrorsThatSayWhat) {
   request[4 + 0 + 8 + 3] = static_cast<char>(0xff);  // ... negative
   EXPECT_EQ(decode_request(request).status().message(), "KV transfer REQUEST skips a negative number of blocks");
   BlockView view;
-  EXPECT_EQ(decode_block(std::string(12, '\0'), 4, &view).message(),
+  EXPECT_EQ(decode_block(std::string(12, '\0'), 16, &view).message(),
             "KV transfer BLOCK frame holds 12 bytes, expected 40 for this layout");
 }
 
@@ -91,7 +91,8 @@ TEST(KvWire, FramesAndBlocksCrossASocket) {
   std::thread t([&] { acceptor.accept(server); });
   client.connect(acceptor.local_endpoint());
   t.join();
-  const std::vector<float> k = {1, 2, 3, 4}, v = {5, 6, 7, 8};
+  const std::vector<std::byte> k = {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}},
+                               v = {std::byte{5}, std::byte{6}, std::byte{7}, std::byte{8}};
   ASSERT_TRUE(write_frame(client, FrameType::kAccept, "").ok());
   ASSERT_TRUE(write_block(client, 7, 3, k, v).ok());
   auto accept = read_frame(server);

@@ -8,7 +8,8 @@ namespace koi::train {
 
 Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std::vector<int32_t>& tokens,
                                              int context, int stride, ThreadPool* pool,
-                                             const std::function<void(const PerplexityProgress&)>& progress) {
+                                             const std::function<void(const PerplexityProgress&)>& progress,
+                                             DType kv_dtype) {
   const model::ModelConfig& c = model.config();
   if (context < 2 || context > c.max_seq_len) {
     return Status::invalid_argument("the context must be between 2 and the model's " + std::to_string(c.max_seq_len) +
@@ -20,9 +21,10 @@ Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 2) return Status::invalid_argument("the text has " + std::to_string(n) + " tokens; at least 2 are needed");
 
+  KOI_RETURN_IF_ERROR(model::check_kv_dtype(kv_dtype, c.head_dim));
   constexpr int kBlockSize = 16;
   const int num_blocks = (context + kBlockSize - 1) / kBlockSize;
-  model::KvCache kv(model.kv_shape(num_blocks, kBlockSize));
+  model::KvCache kv(model.kv_shape(num_blocks, kBlockSize, kv_dtype));
   std::vector<int32_t> block_table(static_cast<size_t>(num_blocks));
   std::iota(block_table.begin(), block_table.end(), 0);
   std::vector<float> logits;

@@ -33,9 +33,12 @@ struct PerplexityProgress {
   int64_t total_tokens = 0;
 };
 
-// context: 2..max_seq_len; stride: 1..context-1. Fails on fewer than 2 tokens.
+// context: 2..max_seq_len; stride: 1..context-1. Fails on fewer than 2 tokens, or a kv_dtype
+// the model's heads cannot be stored in (model::check_kv_dtype). The KV cache is kept in kv_dtype
+// (f32, f16 or q8_0), as an engine with that --kv-dtype keeps it.
 Result<PerplexityResult> evaluate_perplexity(model::LlamaModel& model, const std::vector<int32_t>& tokens,
                                              int context, int stride, ThreadPool* pool,
-                                             const std::function<void(const PerplexityProgress&)>& progress = {});
+                                             const std::function<void(const PerplexityProgress&)>& progress = {},
+                                             DType kv_dtype = DType::kF32);
 
 }  // namespace koi::train
