@@ -83,7 +83,7 @@ std::vector<engine::BlockHash> prompt_block_hashes(std::span<const int32_t> toke
   if (block_size <= 0) return out;
   const size_t bs = static_cast<size_t>(block_size);
   engine::BlockHash parent;
-  for (size_t start = 0; start + bs <= tokens.size(); start += bs) {
+  for (size_t start = 0; start + bs < tokens.size(); start += bs) {
     parent = engine::hash_block(parent, tokens.subspan(start, bs), cache_key);
     out.push_back(parent);
   }

@@ -45,8 +45,10 @@ Result<KvFeed> parse_kv_feed(std::string_view json);
 // 32 hex digits, high half first (serve::hash_hex's form).
 Result<engine::BlockHash> parse_block_hash(std::string_view hex);
 
-// The hashes of the full blocks of `tokens`, chained from the first block as the engine's
-// KvCacheManager chains them (cache_key: 0, or engine::cache_key_for_salt of a cache_salt).
+// The hashes of the blocks of a prompt of `tokens` that the engine could serve from its cache:
+// the full blocks before the last token (the engine always computes that one), chained from the
+// first block as its KvCacheManager chains them (cache_key: 0, or engine::cache_key_for_salt of
+// a cache_salt).
 std::vector<engine::BlockHash> prompt_block_hashes(std::span<const int32_t> tokens, int block_size, uint64_t cache_key);
 
 class KvIndex {

@@ -86,7 +86,7 @@ TEST(KvIndex, MatchIsTheLeadingRunOfHeldBlocks) {
   EXPECT_EQ(index.match("c", prompt), 0u);
 }
 
-TEST(KvIndex, PromptHashesChainFullBlocksOnly) {
+TEST(KvIndex, PromptHashesChainTheBlocksTheEngineCanReuse) {
   std::vector<int32_t> tokens(40);
   std::iota(tokens.begin(), tokens.end(), 1);
   const std::vector<BlockHash> got = prompt_block_hashes(tokens, 16, /*cache_key=*/5);
@@ -95,6 +95,9 @@ TEST(KvIndex, PromptHashesChainFullBlocksOnly) {
   EXPECT_EQ(got[0], first);
   EXPECT_EQ(got[1], engine::hash_block(first, std::span(tokens).subspan(16, 16), 5));
   EXPECT_NE(prompt_block_hashes(tokens, 16, 0)[0], first);  // another salt shares nothing
+  // The engine computes the last token whatever it holds: 32 tokens can hit 1 block, 33 two.
+  EXPECT_EQ(prompt_block_hashes(std::span(tokens).first(32), 16, 5).size(), 1u);
+  EXPECT_EQ(prompt_block_hashes(std::span(tokens).first(33), 16, 5).size(), 2u);
 }
 
 TEST(KvIndex, ParsesTheServersFeedAndNamesWhatIsWrong) {
