@@ -165,7 +165,7 @@ std::optional<ReplicaPick> Fleet::pick(const std::string& model_name, const Rout
 
 void Fleet::choose_prefill(Model& model, const RouteInput& input, int64_t now, ReplicaPick& pick) {
   if (!model.prefill) return;
-  const std::optional<PrefillChoice> choice = model.prefill->choose(input, input.prompt_tokens, pick.matched_blocks, now);
+  const std::optional<PrefillChoice> choice = model.prefill->choose(input, input.prompt_tokens, pick.matched_blocks, pick.route_blocks, now);
   pick.pd_decision = choice ? "split" : "local";
   if (!choice) return;
   pick.prefill_url = choice->url;
