@@ -1,9 +1,11 @@
 // Fleet: the gateway's live state — models with their versions (traffic weights, replicas
 // with breakers and in-flight counts), tenants with their token buckets and concurrency, the
-// key ring and the router — and the decisions made on it: authenticate, admit, pick a replica,
+// key ring, a router per model and the exact KV index (kv_index.h) that kv_events routers read
+// — and the decisions made on it: authenticate, admit, pick a replica,
 // account the outcome. The admin API changes it at run time; requests in flight keep the
 // replica they picked (shared_ptr), so a change never drops a connection.
-// Thread-safe: one mutex guards everything; no call blocks or does I/O. Time comes from the
+// Thread-safe: one mutex guards everything but the KV index, which has its own (taken after
+// the fleet's, never before); no call blocks or does I/O. Time comes from the
 // injected Clock and version picks from a seeded Rng, so tests are exact.
 #pragma once
 
