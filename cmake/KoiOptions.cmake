@@ -63,12 +63,16 @@ function(koi_add_test name)
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
-# koi_add_module(NAME DEPS ...): the library koi_NAME from every *.cc in the calling folder
-# (subfolders included) except *_test.cc and *_fuzz.cc, and the unit-test binary
-# koi_NAME_test from every *_test.cc there. New files are picked up without editing CMake.
+# koi_add_module(NAME DEPS ... [EXCLUDE file.cc ...]): the library koi_NAME from every *.cc in
+# the calling folder (subfolders included) except *_test.cc, *_fuzz.cc and the EXCLUDEd files
+# (built as a smaller library of their own), and the unit-test binary koi_NAME_test from every
+# *_test.cc there. New files are picked up without editing CMake.
 function(koi_add_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS;EXCLUDE" ${ARGN})
   file(GLOB_RECURSE _all CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  foreach(f ${ARG_EXCLUDE})
+    list(REMOVE_ITEM _all ${CMAKE_CURRENT_SOURCE_DIR}/${f})
+  endforeach()
   set(_lib_srcs "")
   set(_test_srcs "")
   foreach(f ${_all})

@@ -1,7 +1,8 @@
 """The gateway's gRPC API (proto/koi/v1/inference.proto) against a real `koi serve` of
 stories260K, with Debian's python3-grpcio as the client and message classes protoc
 generates here from the tree's .proto. Checks: Complete and Chat stream the same text as the
-REST answer to the same greedy request, and its first message arrives while the request is still
+REST answer to the same greedy request (CompleteUnary and ChatUnary answer it whole, metered as
+REST's non-streamed request, with the same status codes), and its first message arrives while the request is still
 running (before the gateway has metered it, which it does only after the last token); the
 usage in the last message and the ledger rows equal REST's; ListModels and Health; and the
 status codes: UNAUTHENTICATED (no key, wrong key), INVALID_ARGUMENT (no model, bad
@@ -199,6 +200,33 @@ def main():
               f"the ledger meters gRPC as REST: {b} vs {a}")
         check(a["replica"] == b["replica"] == rep.url, "both went to the replica")
 
+        # Unary: the same greedy request answered whole, metered as REST's non-streamed one.
+        complete_unary = ch.unary_unary("/koi.v1.Inference/CompleteUnary", request_serializer=pb.CompleteRequest.SerializeToString,
+                                        response_deserializer=pb.CompleteResponse.FromString)
+        whole = complete_unary(req(max_tokens=n, temperature=0.0, request_id="grpc-unary"), metadata=auth(key), timeout=30)
+        check(whole.text == rest["choices"][0]["text"] and whole.finish_reason == rest["choices"][0]["finish_reason"],
+              f"CompleteUnary answers REST's text and finish_reason in one message: {whole.text!r}")
+        check((whole.usage.prompt_tokens, whole.usage.completion_tokens) == (u["prompt_tokens"], u["completion_tokens"]),
+              f"CompleteUnary usage equals REST's ({whole.usage.prompt_tokens}+{whole.usage.completion_tokens})")
+        time.sleep(0.3)
+        unary_row = {r["request_id"]: r for r in ledger(store)}.get("acme/grpc-unary")
+        check(unary_row and (unary_row["status"], unary_row["prompt"], unary_row["completion"]) == (a["status"], a["prompt"], a["completion"]),
+              f"the ledger meters CompleteUnary as REST: {unary_row} vs {a}")
+        unary_stream = ledger_row(store, "acme/grpc-unary", "stream")["stream"]
+        check(unary_stream == ledger_row(store, "acme/rest-1", "stream")["stream"] == 0, "both recorded as not streamed")
+        for bad, want, what in [(req(max_tokens=-3), grpc.StatusCode.INVALID_ARGUMENT, "max_tokens"),
+                                (req(model="nope", max_tokens=4), grpc.StatusCode.NOT_FOUND, "nope")]:
+            try:
+                complete_unary(bad, metadata=auth(key), timeout=30)
+                fail(f"CompleteUnary with a bad {what} succeeded")
+            except grpc.RpcError as e:
+                check(e.code() == want and what in e.details(), f"CompleteUnary, bad {what}: {want} ({e.code()}, {e.details()!r})")
+        try:
+            complete_unary(req(max_tokens=4), metadata=auth("koi-wrong"), timeout=30)
+            fail("CompleteUnary with a wrong key succeeded")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"CompleteUnary with a wrong key: UNAUTHENTICATED ({e.code()})")
+
         # Chat: the same greedy chat request over REST and gRPC.
         msgs = [{"role": "user", "content": "Tell me a story"}]
         status, text, _ = call(gw.url + "/v1/chat/completions", {"model": "stories", "messages": msgs, "max_tokens": 24,
@@ -221,6 +249,13 @@ def main():
         a, b = rows.get("acme/rest-chat"), rows.get("acme/grpc-chat")
         check(a and b and (a["status"], a["prompt"], a["completion"]) == (b["status"], b["prompt"], b["completion"]),
               f"the ledger meters gRPC Chat as REST chat: {b} vs {a}")
+        chat_unary = ch.unary_unary("/koi.v1.Inference/ChatUnary", request_serializer=pb.ChatRequest.SerializeToString,
+                                    response_deserializer=pb.CompleteResponse.FromString)
+        whole_chat = chat_unary(pb.ChatRequest(model="stories", messages=[pb.ChatMessage(**m) for m in msgs], max_tokens=24,
+                                               temperature=0.0, request_id="grpc-chat-unary"), metadata=auth(key), timeout=30)
+        check(whole_chat.text == rest_chat["choices"][0]["message"]["content"] and
+              (whole_chat.usage.prompt_tokens, whole_chat.usage.completion_tokens) == (cu["prompt_tokens"], cu["completion_tokens"]),
+              f"ChatUnary answers REST's content and usage: {whole_chat.text!r}")
         try:
             list(chat(pb.ChatRequest(model="stories", max_tokens=4), metadata=auth(key), timeout=30))
             fail("Chat without messages succeeded")

@@ -9,7 +9,7 @@ expect_eq() { [[ "$1" == "$2" ]] || fail "$3: expected [$2], got [$1]"; }
 # Greedy continuation equals stories260K's reference text.
 out=$(post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":20,"temperature":0}')
 expect_eq "$(jq -r '.choices[0].text' <<<"$out")" ", there was a little girl named Lily. She loved to play outsid" "greedy text"
-expect_eq "$(jq -c '.usage' <<<"$out")" '{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}' "usage"
+expect_eq "$(jq -c '.usage' <<<"$out")" '{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25,"prompt_tokens_details":{"cached_tokens":0}}' "usage"
 expect_eq "$(jq -r '.object + " " + .choices[0].finish_reason' <<<"$out")" "text_completion length" "object"
 
 # Streaming: the deltas concatenate to the same text; usage chunk; [DONE] last.
@@ -18,7 +18,14 @@ expect_eq "$(grep '^data: ' <<<"$sse" | tail -1)" "data: [DONE]" "stream end"
 text=$(grep '^data: {' <<<"$sse" | sed 's/^data: //' | jq -j '.choices[0].text // empty')
 expect_eq "$text" ", there was a little girl named Lily. She loved to play outsid" "streamed text"
 expect_eq "$(grep '^data: {' <<<"$sse" | tail -1 | sed 's/^data: //' | jq -c '.usage')" \
-  '{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}' "stream usage"
+  '{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25,"prompt_tokens_details":{"cached_tokens":0}}' "stream usage"
+# usage.prompt_tokens_details.cached_tokens: a repeated 40-token prompt hits its 2 full blocks
+# before the last token (the engine computes that one whatever it holds).
+ids=$(seq -s, 10 49)
+expect_eq "$(post /v1/completions "{\"model\":\"stories\",\"prompt\":[$ids],\"max_tokens\":2}" | jq -c '.usage.prompt_tokens_details')" \
+  '{"cached_tokens":0}' "first prompt: nothing cached"
+expect_eq "$(post /v1/completions "{\"model\":\"stories\",\"prompt\":[$ids],\"max_tokens\":2}" | jq -c '.usage.prompt_tokens_details')" \
+  '{"cached_tokens":32}' "repeated prompt: 2 blocks cached"
 curl -sS -D "$WORK/headers.txt" -o /dev/null "$URL/v1/completions" -d '{"model":"stories","prompt":"a","max_tokens":2,"stream":true}'
 grep -qi '^content-type: text/event-stream' "$WORK/headers.txt" || fail "SSE content type"
 

@@ -13,7 +13,7 @@ const GREEDY = ', there was a little girl named Lily. She loved to play outsid';
 // Completions, non-streaming, greedy: the llama2.c reference continuation.
 let r = await client.completions.create({ model: 'stories', prompt: 'Once upon a time', max_tokens: 20, temperature: 0 });
 assert.equal(r.choices[0].text, GREEDY);
-assert.deepEqual(r.usage, { prompt_tokens: 5, completion_tokens: 20, total_tokens: 25 });
+assert.deepEqual(r.usage, { prompt_tokens: 5, completion_tokens: 20, total_tokens: 25, prompt_tokens_details: { cached_tokens: 0 } });
 
 // Completions, streaming with usage.
 let text = '', usage = null, chunks = 0;

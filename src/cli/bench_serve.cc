@@ -58,6 +58,11 @@ Runner setup_bench_serve(CLI::App* app) {
   app->add_option("--input-len", w.input_len, "synthetic prompt tokens")->capture_default_str();
   app->add_option("--output-len", w.output_len, "synthetic output tokens")->capture_default_str();
   app->add_option("--max-input-len", w.max_input_len, "clip trace prompts to this many tokens")->capture_default_str();
+  app->add_option("--trace-block-tokens", w.trace_block_tokens,
+                  "Mooncake traces: tokens per hash id (512 as recorded; fewer fit more of a conversation's "
+                  "blocks into a small model's context)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   app->add_option("--max-output-len", w.max_output_len, "clip trace outputs to this many tokens")->capture_default_str();
   app->add_option("--token-range", w.vocab_hi, "prompt token ids are drawn below this id (and from 100 up)")
       ->capture_default_str();

@@ -94,7 +94,7 @@ int run_serve(ServeOptions o) {
   }
   serve::ServeMetrics metrics(info.name);
   serve::EngineService service(core, metrics, o.max_waiting);
-  serve::KvEventLog kv_events;
+  serve::KvEventLog kv_events(o.engine.block_size);
   if (o.kv_events) {
     service.publish_kv_events(&kv_events);
     info.kv_events = &kv_events;

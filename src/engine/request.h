@@ -70,6 +70,10 @@ struct Request {
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int num_preemptions = 0;
+  // Prompt tokens found in the prefix cache when the request was first scheduled (-1 before);
+  // reported once, with its first output.
+  int num_cached_prompt_tokens = -1;
+  bool reported_cached = false;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -91,6 +95,9 @@ struct RequestOutput {
   std::string text;                        // new text, when the engine has a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // On the request's first output: its prompt tokens that were served from the prefix cache
+  // (OpenAI's usage.prompt_tokens_details.cached_tokens); -1 on every other output.
+  int num_cached_tokens = -1;
 };
 
 }  // namespace koi::engine

@@ -110,6 +110,7 @@ SchedulerOutput Scheduler::schedule() {
     if (!kv_.allocate_slots(*r, num_new, computed)) break;
     waiting_.pop_front();
     r->num_computed_tokens = computed.num_tokens;
+    if (r->num_cached_prompt_tokens < 0) r->num_cached_prompt_tokens = computed.num_tokens;
     r->status = RequestStatus::kRunning;
     running_.insert(std::upper_bound(running_.begin(), running_.end(), r, by_order), r);
     out.scheduled.push_back({r, num_new});
@@ -172,7 +173,11 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
       if (finished) break;
     }
     kv_.cache_full_blocks(r);
-    if (!out.token_ids.empty() || finished) outputs.push_back(std::move(out));
+    if (!out.token_ids.empty() || finished) {
+      if (!r.reported_cached) out.num_cached_tokens = std::max(r.num_cached_prompt_tokens, 0);
+      r.reported_cached = true;
+      outputs.push_back(std::move(out));
+    }
     if (finished) finish(&r, outputs.back().finish_reason);
   }
   return outputs;

@@ -121,6 +121,7 @@ AdminReply AdminApi::handle(std::string_view method, std::string_view target, st
   const std::string text(body);
   if (method == "GET" && target == "/admin/state") return {200, fleet_.state_json()};
   if (method == "GET" && target == "/admin/stats") return {200, fleet_.stats_json()};
+  if (method == "GET" && target == "/admin/kv_index") return {200, fleet_.kv_index_json()};
   if (method == "DELETE" && target.starts_with("/admin/keys/")) return revoke_key(std::string(target.substr(12)));
   if (method == "POST" && target == "/admin/keys") return issue_key(text);
   if (method == "POST" && target == "/admin/tenants") return tenants(text);

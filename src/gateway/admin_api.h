@@ -2,6 +2,8 @@
 // they are tested without HTTP (admin_api_test.cc) and the HTTP layer only forwards to it.
 //
 //   GET /admin/state, GET /admin/stats
+//   GET /admin/kv_index: per replica of a kv_events model, what the exact index holds
+//       {"replicas": {URL: {"synced", "epoch", "last", "block_size", "hashes": [32 hex digits]}}}
 //   POST /admin/tenants {name, rpm?, tpm?, max_concurrency?, priority?, models?}
 //       a partial update: only the fields given change; a new tenant starts from the defaults
 //       (no limits, priority normal, every model)

@@ -195,7 +195,7 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
   std::set<std::string> names;
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string p = "models[" + std::to_string(i) + "].";
-    if (!r.is_map(models[i], p, {"name", "price", "versions", "prefill"})) {
+    if (!r.is_map(models[i], p, {"name", "price", "versions", "prefill", "routing"})) {
       r.fail(p.substr(0, p.size() - 1), "must be a mapping with name and versions");
       continue;
     }
@@ -236,6 +236,15 @@ void read_models(Reader& r, const YAML::Node& root, GatewayConfig* c) {
       m.versions.push_back(std::move(v));
     }
     read_prefill(r, models[i]["prefill"], p + "prefill.", &m.prefill);
+    if (models[i]["routing"]) {
+      std::string policy;
+      r.get(models[i], "routing", p, &policy);
+      if (auto parsed = parse_routing_policy(policy); parsed.ok()) {
+        m.routing = *parsed;
+      } else {
+        r.fail(p + "routing", parsed.status().message());
+      }
+    }
     c->models.push_back(std::move(m));
   }
 }
@@ -323,7 +332,7 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
   r.get(root, "store", "", &c.store);
   if (const YAML::Node routing = root["routing"];
       r.is_map(routing, "routing.", {"policy", "block_bytes", "session_header", "cache_threshold", "balance_abs",
-                                     "balance_rel", "blocks_per_replica"})) {
+                                     "balance_rel", "blocks_per_replica", "kv_events_poll_ms"})) {
     std::string policy = "least_outstanding";
     r.get(routing, "policy", "routing.", &policy);
     if (auto p = parse_routing_policy(policy); p.ok()) c.routing = *p; else r.fail("routing.policy", p.status().message());
@@ -333,6 +342,7 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
     r.get_min(routing, "balance_abs", "routing.", &c.kv.balance_abs, int64_t{0});
     r.get_min(routing, "balance_rel", "routing.", &c.kv.balance_rel, 1.0);
     r.get_min(routing, "blocks_per_replica", "routing.", &c.kv.blocks_per_replica, size_t{1});
+    r.get_min(routing, "kv_events_poll_ms", "routing.", &c.kv_events_poll_ms, int64_t{1});
   }
   if (const YAML::Node t = root["timeouts"]; r.is_map(t, "timeouts.", {"connect_ms", "first_byte_ms", "idle_ms"})) {
     r.get_min(t, "connect_ms", "timeouts.", &c.connect_timeout_ms, int64_t{1});

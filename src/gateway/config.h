@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@ struct ModelConfig {
   double completion_price_per_1k = 0;
   std::vector<VersionConfig> versions;
   PrefillConfig prefill;
+  std::optional<RoutingPolicy> routing;  // `routing:` of the model; unset: routing.policy
 };
 
 struct TenantConfig {
@@ -72,6 +74,7 @@ struct GatewayConfig {
   RoutingPolicy routing = RoutingPolicy::kLeastOutstanding;
   KvAwareOptions kv;
   size_t prefix_block_bytes = 256;
+  int64_t kv_events_poll_ms = 20;  // kv_events routing: how often each replica's /kv/events is read
   std::string session_header = "x-session-id";
 
   int64_t connect_timeout_ms = 2000;

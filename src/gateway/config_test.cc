@@ -100,7 +100,10 @@ TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
       {"breaker: {failures: 2,", "breaker: {failure: 2,", "gw.yaml: breaker.failure: unknown key; did you mean failures?", {}},
       {"routing: {policy: kv_aware, block_bytes: 8}", "routing: {policy: kv_aware, blocksize: 8}",
        "gw.yaml: routing.blocksize: unknown key; the keys here are policy, block_bytes, session_header, cache_threshold, "
-       "balance_abs, balance_rel, blocks_per_replica", {}},
+       "balance_abs, balance_rel, blocks_per_replica, kv_events_poll_ms", {}},
+      {"    price: {prompt_per_1k: 0.5,", "    routing: kv_event\n    price: {prompt_per_1k: 0.5,",
+       "gw.yaml: models[0].routing: routing policy 'kv_event' is unknown; use round_robin, least_outstanding, kv_aware, "
+       "kv_events or session", {}},
       {"    price: {prompt_per_1k: 0.5,", "    price: {prompt_per_1K: 0.5,",
        "gw.yaml: models[0].price.prompt_per_1K: unknown key; did you mean prompt_per_1k?", {}},
       {"{name: v2, weight: 0,", "{name: v2, wieght: 0,", "gw.yaml: models[0].versions[1].wieght: unknown key; did you mean weight?", {}},
@@ -199,6 +202,31 @@ TEST(OpenAi, ParsesChatAndForcesUsageInStreams) {
   EXPECT_EQ(parse_request(R"({"prompt":"x"})", false).status().message(), "'model' is required and must be a string");
   EXPECT_EQ(parse_request("nope", false).status().message(), "the request body must be a JSON object");
   EXPECT_EQ(estimate_tokens("12345"), 2);
+}
+
+TEST(Config, RoutingPerModelOverridesTheGatewaysPolicy) {
+  auto c = parse_config(with("    price: {prompt_per_1k: 0.5,", "    routing: kv_events\n    price: {prompt_per_1k: 0.5,"),
+                        "gw.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->models[0].routing, RoutingPolicy::kKvEvents);
+  EXPECT_EQ(c->kv_events_poll_ms, 20);
+  EXPECT_FALSE(parse_config(kYaml, "gw.yaml")->models[0].routing.has_value());
+}
+
+TEST(OpenAi, TokenPromptsCacheSaltAndTheTokenizeBody) {
+  auto ids = parse_request(R"({"model":"m","prompt":[5,6,7],"cache_salt":"t1"})", false);
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(ids->prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(ids->cache_key, engine::cache_key_for_salt("t1"));
+  EXPECT_EQ(ids->tokenize_body, "");
+  EXPECT_EQ(estimate_tokens(*ids), 3);
+  auto text = parse_request(R"({"model":"m","prompt":"hi there"})", false);
+  EXPECT_EQ(text->tokenize_body, R"({"model":"m","prompt":"hi there"})");
+  EXPECT_EQ(text->cache_key, 0u);
+  auto chat = parse_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", true);
+  EXPECT_EQ(chat->tokenize_body, R"({"model":"m","messages":[{"role":"user","content":"x"}],"add_generation_prompt":true})");
+  EXPECT_EQ(parse_request(R"({"model":"m","prompt":[5,-1]})", false).status().message(),
+            "'prompt' is required and must be a string or a list of token ids");
 }
 
 TEST(OpenAi, Usage) {

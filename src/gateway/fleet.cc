@@ -14,10 +14,11 @@ namespace koi::gateway {
 namespace json = boost::json;
 
 Fleet::Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed)
-    : config_(config), clock_(clock), rng_(seed), router_(config.routing, config.kv) {
+    : config_(config), clock_(clock), rng_(seed) {
   for (const ModelConfig& m : config.models) {
     Model& model = models_[m.name];
     model.config = m;
+    model.router = make_router(m);
     for (const VersionConfig& v : m.versions) {
       Version version{v.name, v.weight, {}, {}};
       for (const std::string& url : v.replicas) {
@@ -35,6 +36,10 @@ Fleet::Fleet(const GatewayConfig& config, const Clock& clock, uint64_t seed)
     tenants_.emplace(t.name, make_tenant(t));
     for (const KeyRecord& k : t.keys) keys_.put(k);
   }
+}
+
+std::unique_ptr<Router> Fleet::make_router(const ModelConfig& m) const {
+  return std::make_unique<Router>(m.routing.value_or(config_.routing), config_.kv, &kv_index_);
 }
 
 std::shared_ptr<Replica> Fleet::make_replica(const std::string& url, const std::string& host, const std::string& port) const {
@@ -142,12 +147,17 @@ std::optional<ReplicaPick> Fleet::pick(const std::string& model_name, const Rout
       replicas.push_back(r.get());
     }
   }
-  const RouteDecision d = router_.pick(input, candidates);
+  Router& router = *m->second.router;
+  const RouteDecision d = router.pick(input, candidates);
   for (const auto& r : version.replicas) {
     if (r.get() != replicas[d.index]) continue;
     r->breaker.allow(now);
     ++r->outstanding;
-    ReplicaPick pick{r, model_name, version.name, d.matched_blocks, "", "", ""};
+    ReplicaPick pick{r, model_name, version.name, d.matched_blocks, d.route_blocks, -1, "", "", ""};
+    if (router.policy() == RoutingPolicy::kKvEvents) {
+      const std::optional<KvIndex::Sync> sync = kv_index_.sync_of(r->url);
+      pick.predicted_hit_tokens = sync ? static_cast<int64_t>(d.matched_blocks) * sync->block_size : 0;
+    }
     choose_prefill(m->second, input, now, pick);
     return pick;
   }
@@ -156,7 +166,7 @@ std::optional<ReplicaPick> Fleet::pick(const std::string& model_name, const Rout
 
 void Fleet::choose_prefill(Model& model, const RouteInput& input, int64_t now, ReplicaPick& pick) {
   if (!model.prefill) return;
-  const std::optional<PrefillChoice> choice = model.prefill->choose(input, input.prompt_tokens, pick.matched_blocks, now);
+  const std::optional<PrefillChoice> choice = model.prefill->choose(input, input.prompt_tokens, pick.matched_blocks, pick.route_blocks, now);
   pick.pd_decision = choice ? "split" : "local";
   if (!choice) return;
   pick.prefill_url = choice->url;
@@ -178,6 +188,32 @@ void Fleet::report(const ReplicaPick& pick, Outcome outcome, double latency_s) {
     v->stats.errors += outcome == Outcome::kReplicaError;
     v->stats.latency_sum_s += latency_s;
   }
+}
+
+std::vector<Fleet::Endpoint> Fleet::kv_event_endpoints() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Endpoint> out;
+  for (const auto& [name, m] : models_) {
+    if (m.router->policy() != RoutingPolicy::kKvEvents) continue;
+    for (const Version& v : m.versions) {
+      for (const auto& r : v.replicas) out.push_back({r->url, r->host, r->port});
+    }
+  }
+  return out;
+}
+
+std::optional<Fleet::KvRouteInfo> Fleet::kv_route_info(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto m = models_.find(model);
+  if (m == models_.end() || m->second.router->policy() != RoutingPolicy::kKvEvents) return std::nullopt;
+  const int64_t now = clock_.now_ns();
+  for (const Version& v : m->second.versions) {
+    for (const auto& r : v.replicas) {
+      const std::optional<KvIndex::Sync> sync = kv_index_.sync_of(r->url);
+      if (sync && r->breaker.would_allow(now)) return KvRouteInfo{sync->block_size, {r->url, r->host, r->port}};
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<Fleet::Endpoint> Fleet::endpoints() const {
@@ -294,6 +330,7 @@ Status Fleet::add_replica(const std::string& model, const std::string& version, 
   if (m == models_.end()) {
     m = models_.emplace(model, Model{}).first;
     m->second.config.name = model;
+    m->second.router = make_router(m->second.config);
   }
   Version* v = find_version(model, version);
   if (!v) v = &m->second.versions.emplace_back(Version{version, m->second.versions.empty() ? 100.0 : 0.0, {}, {}});
@@ -311,7 +348,8 @@ Status Fleet::remove_replica(const std::string& model, const std::string& versio
   auto it = std::find_if(v->replicas.begin(), v->replicas.end(), [&](const auto& r) { return r->url == url; });
   if (it == v->replicas.end()) return Status::not_found("replica " + url + " is not in " + model + "/" + version);
   v->replicas.erase(it);
-  router_.forget(url);
+  models_[model].router->forget(url);
+  kv_index_.forget(url);
   return ok_status();
 }
 
@@ -405,6 +443,21 @@ std::string Fleet::stats_json() const {
     out[name] = versions;
   }
   return json::serialize(out);
+}
+
+std::string Fleet::kv_index_json() const {
+  json::object replicas;
+  for (const Endpoint& e : kv_event_endpoints()) {
+    const std::optional<KvIndex::Sync> sync = kv_index_.sync_of(e.url);
+    json::array hashes;
+    for (const std::string& h : kv_index_.hashes_of(e.url)) hashes.emplace_back(h);
+    replicas[e.url] = json::object{{"synced", sync.has_value()},
+                                   {"epoch", sync ? sync->epoch : 0},
+                                   {"last", sync ? sync->last : 0},
+                                   {"block_size", sync ? sync->block_size : 0},
+                                   {"hashes", std::move(hashes)}};
+  }
+  return json::serialize(json::object{{"replicas", std::move(replicas)}});
 }
 
 void Fleet::export_gauges(metrics::Registry& metrics) const {

@@ -1,9 +1,11 @@
 // Fleet: the gateway's live state — models with their versions (traffic weights, replicas
 // with breakers and in-flight counts), tenants with their token buckets and concurrency, the
-// key ring and the router — and the decisions made on it: authenticate, admit, pick a replica,
+// key ring, a router per model and the exact KV index (kv_index.h) that kv_events routers read
+// — and the decisions made on it: authenticate, admit, pick a replica,
 // account the outcome. The admin API changes it at run time; requests in flight keep the
 // replica they picked (shared_ptr), so a change never drops a connection.
-// Thread-safe: one mutex guards everything; no call blocks or does I/O. Time comes from the
+// Thread-safe: one mutex guards everything but the KV index, which has its own (taken after
+// the fleet's, never before); no call blocks or does I/O. Time comes from the
 // injected Clock and version picks from a seeded Rng, so tests are exact.
 #pragma once
 
@@ -21,6 +23,7 @@
 #include "gateway/api_keys.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/config.h"
+#include "gateway/kv_index.h"
 #include "gateway/pd_split.h"
 #include "gateway/router.h"
 #include "gateway/token_bucket.h"
@@ -38,6 +41,8 @@ struct ReplicaPick {
   std::shared_ptr<Replica> replica;
   std::string model, version;
   size_t matched_blocks = 0;
+  size_t route_blocks = 0;            // the prompt's blocks that matched_blocks counts in
+  int64_t predicted_hit_tokens = -1;  // kv_events routing: matched_blocks x block size; else -1
   // Disaggregation: "" for a model without a prefill pool, else "split" (prefill on
   // prefill_url, whose KV address is prefill_peer) or "local".
   std::string pd_decision;
@@ -83,6 +88,17 @@ class Fleet {
 
   struct Endpoint { std::string url, host, port; };
   std::vector<Endpoint> endpoints() const;
+  // The replicas of the models routed by kv_events, whose KV events feed kv_index().
+  std::vector<Endpoint> kv_event_endpoints() const;
+  // For a model routed by kv_events: its engines' block size (from a synced replica) and a
+  // usable replica to tokenize a text prompt on; nullopt for other models, or while no
+  // replica of the model is synced.
+  struct KvRouteInfo {
+    int block_size = 0;
+    Endpoint tokenizer;
+  };
+  std::optional<KvRouteInfo> kv_route_info(const std::string& model) const;
+  KvIndex& kv_index() { return kv_index_; }
   void health_result(const std::string& url, bool ok);
   // The LoRA adapters the replica at `url` serves, from its /v1/models (cards with a parent);
   // learned by the health loop.
@@ -105,6 +121,7 @@ class Fleet {
   const ModelConfig* price_of(const std::string& model) const;
   std::string state_json() const;
   std::string stats_json() const;
+  std::string kv_index_json() const;  // GET /admin/kv_index (admin_api.h)
   // Sets the breaker-state and outstanding gauges.
   void export_gauges(metrics::Registry& metrics) const;
 
@@ -119,7 +136,9 @@ class Fleet {
     ModelConfig config;  // versions here are the initial ones; `versions` is the live list
     std::vector<Version> versions;
     std::unique_ptr<PrefillPool> prefill;  // set when the model has a prefill pool
+    std::unique_ptr<Router> router;        // the model's routing policy, or the gateway's
   };
+  std::unique_ptr<Router> make_router(const ModelConfig& m) const;
   void choose_prefill(Model& model, const RouteInput& input, int64_t now, ReplicaPick& pick);
   struct Tenant {
     TenantConfig config;
@@ -135,7 +154,7 @@ class Fleet {
   const Clock& clock_;
   mutable std::mutex mu_;
   Rng rng_;
-  Router router_;
+  KvIndex kv_index_;  // its own lock; declared before the routers that read it
   KeyRing keys_;
   std::map<std::string, Model> models_;
   std::map<std::string, Tenant> tenants_;

@@ -13,6 +13,7 @@
 #include "gateway/admin_api.h"
 #include "gateway/fleet.h"
 #include "gateway/grpc_api.h"
+#include "gateway/kv_subscriber.h"
 #include "gateway/openai.h"
 #include "gateway/proxy.h"
 #include "net/client.h"
@@ -94,6 +95,8 @@ class GatewayImpl final : public Gateway {
         ledger_(std::move(store)),
         admin_api_(config.admin_key, fleet_, ledger_.store()),
         proxy_(config_, fleet_, ledger_, metrics_, client_, clock_),
+        kv_subscriber_(fleet_, client_, std::chrono::milliseconds(config.kv_events_poll_ms),
+                       std::chrono::milliseconds(config.health_timeout_ms)),
         grpc_(proxy_, fleet_, api_.context()) {
     declare_metrics();
   }
@@ -125,6 +128,7 @@ class GatewayImpl final : public Gateway {
   Ledger ledger_;
   AdminApi admin_api_;
   Proxy proxy_;
+  KvSubscriber kv_subscriber_;
   GrpcApi grpc_;  // after the proxy it calls; stopped first
   int port_ = 0, admin_port_ = 0, grpc_port_ = 0;
   std::atomic<bool> stopped_{false};
@@ -135,6 +139,10 @@ void GatewayImpl::declare_metrics() {
   const std::vector<double> seconds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
   metrics_.counter("koi_gateway_auth_failures_total", "Requests with a missing or wrong API key.", {});
   metrics_.gauge("koi_gateway_breaker_state", "Circuit breaker: 0 closed, 1 open, 2 half-open.", {"model", "version", "replica"});
+  metrics_.counter("koi_gateway_kv_hit_tokens_total",
+                   "kv_events routing: prompt tokens the exact index predicted the chosen replica holds (kind "
+                   "predicted), and those its answer reported cached (kind actual).",
+                   {"model", "replica", "kind"});
   metrics_.counter("koi_gateway_ledger_errors_total", "Usage records the ledger failed to write.", {});
   metrics_.counter("koi_gateway_limit_rejections_total", "Requests refused by a tenant limit (429).", {"tenant", "limit"});
   metrics_.gauge("koi_gateway_replica_outstanding", "Requests in flight per replica.", {"model", "version", "replica"});
@@ -164,6 +172,7 @@ Status GatewayImpl::listen() {
     KOI_ASSIGN_OR_RETURN(grpc_port_, grpc_.start(config_.grpc_host, config_.grpc_port));
   }
   asio::co_spawn(api_.context(), health_loop(), net::log_task_exception);
+  asio::co_spawn(api_.context(), kv_subscriber_.run(), net::log_task_exception);
   return ok_status();
 }
 

@@ -42,9 +42,10 @@ std::string metadata(const grpc::CallbackServerContext* ctx, std::string_view ke
 }
 
 // The sampling fields Complete and Chat share; a field left unset is left out, so the engine's
-// defaults and the proxy's errors apply. Always streamed, with usage at the end.
+// defaults and the proxy's errors apply. Streamed with usage at the end, or (the unary calls)
+// not streamed.
 template <typename R>
-void sampling_fields(const R& r, json::object& o) {
+void sampling_fields(const R& r, bool stream, json::object& o) {
   if (!r.model().empty()) o["model"] = r.model();
   if (r.max_tokens() != 0) o["max_tokens"] = r.max_tokens();
   if (r.has_temperature()) o["temperature"] = r.temperature();
@@ -55,6 +56,7 @@ void sampling_fields(const R& r, json::object& o) {
     for (const std::string& s : r.stop()) stop.emplace_back(s);
     o["stop"] = std::move(stop);
   }
+  if (!stream) return;
   o["stream"] = true;
   json::object opts;
   opts["include_usage"] = true;
@@ -62,13 +64,13 @@ void sampling_fields(const R& r, json::object& o) {
 }
 
 // The OpenAI bodies the requests stand for.
-std::string openai_body(const v1::CompleteRequest& r) {
+std::string openai_body(const v1::CompleteRequest& r, bool stream) {
   json::object o;
   o["prompt"] = r.prompt();
-  sampling_fields(r, o);
+  sampling_fields(r, stream, o);
   return json::serialize(o);
 }
-std::string openai_body(const v1::ChatRequest& r) {
+std::string openai_body(const v1::ChatRequest& r, bool stream) {
   json::object o;
   json::array messages;
   for (const v1::ChatMessage& m : r.messages()) {
@@ -78,17 +80,17 @@ std::string openai_body(const v1::ChatRequest& r) {
     messages.emplace_back(std::move(jm));
   }
   o["messages"] = std::move(messages);
-  sampling_fields(r, o);
+  sampling_fields(r, stream, o);
   return json::serialize(o);
 }
 
 template <typename R>
-net::Request openai_request(const grpc::CallbackServerContext* ctx, const R& r, const char* target) {
+net::Request openai_request(const grpc::CallbackServerContext* ctx, const R& r, const char* target, bool stream) {
   net::Request req{http::verb::post, target, 11};
   req.set(http::field::content_type, "application/json");
   if (std::string auth = metadata(ctx, "authorization"); !auth.empty()) req.set(http::field::authorization, auth);
   if (!r.request_id().empty()) req.set("x-request-id", r.request_id());
-  req.body() = openai_body(r);
+  req.body() = openai_body(r, stream);
   req.prepare_payload();
   return req;
 }
@@ -105,7 +107,8 @@ std::string error_message(std::string_view body) {
   return std::string(body);
 }
 
-void fill_usage(const json::object& o, v1::CompleteChunk* chunk) {
+template <typename M>  // CompleteChunk or CompleteResponse
+void fill_usage(const json::object& o, M* chunk) {
   const json::value* u = o.if_contains("usage");
   if (!u || !u->is_object()) return;
   const json::object& uo = u->as_object();
@@ -123,7 +126,8 @@ void fill_usage(const json::object& o, v1::CompleteChunk* chunk) {
 
 // One completion chunk (streamed) or whole completion as a message; false with *error set
 // when it is an error event.
-bool to_chunk(std::string_view data, v1::CompleteChunk* chunk, std::string* error) {
+template <typename M>  // CompleteChunk or CompleteResponse
+bool to_chunk(std::string_view data, M* chunk, std::string* error) {
   json::error_code ec;
   json::value v = json::parse(data, ec);
   if (ec || !v.is_object()) {
@@ -138,9 +142,11 @@ bool to_chunk(std::string_view data, v1::CompleteChunk* chunk, std::string* erro
   if (const json::value* c = o.if_contains("choices"); c && c->is_array() && !c->as_array().empty() && c->as_array()[0].is_object()) {
     const json::object& choice = c->as_array()[0].as_object();
     if (const json::value* t = choice.if_contains("text"); t && t->is_string()) chunk->set_text(std::string(t->as_string()));
-    const json::value* delta = choice.if_contains("delta");  // chat
-    if (const json::value* d = delta && delta->is_object() ? delta->as_object().if_contains("content") : nullptr; d && d->is_string()) {
-      chunk->set_text(std::string(d->as_string()));
+    for (const char* part : {"delta", "message"}) {  // chat: streamed, whole
+      const json::value* m = choice.if_contains(part);
+      if (const json::value* d = m && m->is_object() ? m->as_object().if_contains("content") : nullptr; d && d->is_string()) {
+        chunk->set_text(std::string(d->as_string()));
+      }
     }
     if (const json::value* f = choice.if_contains("finish_reason"); f && f->is_string()) {
       chunk->set_finish_reason(std::string(f->as_string()));
@@ -267,6 +273,78 @@ class CompleteCall final : public grpc::ServerWriteReactor<v1::CompleteChunk>, p
   bool cancelled_ = false;
 };
 
+// One CompleteUnary or ChatUnary call: the non-streamed POST it stands for through
+// Proxy::handle, whose whole answer becomes the one CompleteResponse. Same threading and
+// lifetime as CompleteCall.
+class UnaryCall final : public grpc::ServerUnaryReactor, public net::Responder {
+ public:
+  UnaryCall(Proxy& proxy, asio::io_context& io, grpc::CallbackServerContext* ctx, net::Request req, bool chat,
+            v1::CompleteResponse* response)
+      : proxy_(proxy), io_(io), ctx_(ctx), req_(std::move(req)), chat_(chat), response_(response) {
+    asio::co_spawn(io_, run(), net::log_task_exception);
+  }
+
+  void OnCancel() override {
+    asio::post(io_, [this] {
+      cancelled_ = true;
+      if (on_gone_) std::exchange(on_gone_, nullptr)();
+    });
+  }
+  void OnDone() override {
+    asio::post(io_, [this] { delete this; });
+  }
+
+  bool keep_alive() const override { return false; }
+  asio::awaitable<bool> send(int status, std::string body, std::string_view, const net::Headers& extra) override {
+    for (const auto& [k, v] : extra) {
+      if (k == "Retry-After") ctx_->AddTrailingMetadata("retry-after", v);
+    }
+    std::string error;
+    if (status != 200) {
+      final_ = grpc::Status(static_cast<grpc::StatusCode>(grpc_code_for_http(status)), error_message(body));
+    } else if (!to_chunk(body, response_, &error)) {
+      final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, error);
+    }
+    co_return !cancelled_;
+  }
+  // The request is not streamed; a replica that streams anyway is a broken replica.
+  asio::awaitable<bool> begin_stream(int, std::string_view, const net::Headers&) override {
+    final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the replica streamed an answer that was asked for whole");
+    co_return false;
+  }
+  asio::awaitable<bool> write(std::string_view) override { co_return false; }
+  asio::awaitable<bool> end_stream() override { co_return false; }
+  bool streaming() const override { return false; }
+  void abort() override {
+    if (final_.ok()) final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the replica broke off its answer");
+  }
+  void watch_disconnect(std::function<void()> on_gone) override {
+    if (cancelled_) {
+      on_gone();
+    } else {
+      on_gone_ = std::move(on_gone);
+    }
+  }
+
+ private:
+  asio::awaitable<void> run() {
+    co_await proxy_.handle(req_, *this, chat_);
+    on_gone_ = nullptr;
+    if (cancelled_ && final_.ok()) final_ = grpc::Status::CANCELLED;
+    Finish(final_);
+  }
+
+  Proxy& proxy_;
+  asio::io_context& io_;
+  grpc::CallbackServerContext* ctx_;
+  net::Request req_;
+  const bool chat_;
+  v1::CompleteResponse* response_;
+  std::function<void()> on_gone_;
+  grpc::Status final_ = grpc::Status::OK;
+  bool cancelled_ = false;
+};
+
 std::string bearer_key(const grpc::CallbackServerContext* ctx) {
   std::string v = metadata(ctx, "authorization");
   return v.starts_with("Bearer ") ? v.substr(7) : std::string();
@@ -280,11 +358,21 @@ class GrpcApi::Service final : public v1::Inference::CallbackService {
 
   grpc::ServerWriteReactor<v1::CompleteChunk>* Complete(grpc::CallbackServerContext* ctx,
                                                          const v1::CompleteRequest* request) override {
-    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/completions"), false);
+    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/completions", true), false);
+  }
+
+  grpc::ServerUnaryReactor* CompleteUnary(grpc::CallbackServerContext* ctx, const v1::CompleteRequest* request,
+                                          v1::CompleteResponse* response) override {
+    return new UnaryCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/completions", false), false, response);
+  }
+
+  grpc::ServerUnaryReactor* ChatUnary(grpc::CallbackServerContext* ctx, const v1::ChatRequest* request,
+                                      v1::CompleteResponse* response) override {
+    return new UnaryCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/chat/completions", false), true, response);
   }
 
   grpc::ServerWriteReactor<v1::CompleteChunk>* Chat(grpc::CallbackServerContext* ctx, const v1::ChatRequest* request) override {
-    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/chat/completions"), true);
+    return new CompleteCall(proxy_, io_, ctx, openai_request(ctx, *request, "/v1/chat/completions", true), true);
   }
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const v1::ListModelsRequest*,

@@ -6,6 +6,8 @@
 // that turns the relayed server-sent events into CompleteChunk messages and the HTTP status
 // of a refusal into a gRPC status (401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 400/413/422
 // INVALID_ARGUMENT, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 5xx UNAVAILABLE).
+// CompleteUnary and ChatUnary become the non-streamed POST instead, whose whole answer is the
+// one CompleteResponse.
 // A gRPC client that cancels is a client that went away (recorded 499, the replica stops).
 // The Proxy coroutines run on `io` (the API listener's first io_context); gRPC's own threads
 // only post to it. start() returns once the port listens; stop() cancels calls in flight.

@@ -1,6 +1,10 @@
 #include "gateway/openai.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <climits>
+
+#include "engine/block_hash.h"
 
 namespace koi::gateway {
 
@@ -19,6 +23,10 @@ Result<ParsedRequest> parse_request(std::string_view body, bool chat) {
     if (!s->is_bool()) return Status::invalid_argument("'stream' must be true or false");
     r.stream = s->as_bool();
   }
+  if (const json::value* salt = o.if_contains("cache_salt"); salt && salt->is_string()) {
+    r.cache_key = engine::cache_key_for_salt(salt->as_string());
+  }
+  json::object tokenize{{"model", r.model}};
   if (chat) {
     const json::value* messages = o.if_contains("messages");
     if (!messages || !messages->is_array()) return Status::invalid_argument("'messages' is required and must be a list");
@@ -29,11 +37,24 @@ Result<ParsedRequest> parse_request(std::string_view body, bool chat) {
         r.prompt_text += '\n';
       }
     }
+    tokenize["messages"] = *messages;
+    tokenize["add_generation_prompt"] = true;
   } else {
     const json::value* prompt = o.if_contains("prompt");
-    if (!prompt || !prompt->is_string()) return Status::invalid_argument("'prompt' is required and must be a string");
-    r.prompt_text = prompt->as_string();
+    const bool ids = prompt && prompt->is_array() && !prompt->as_array().empty() &&
+                     std::all_of(prompt->as_array().begin(), prompt->as_array().end(),
+                                 [](const json::value& x) { return x.is_int64() && x.as_int64() >= 0 && x.as_int64() <= INT32_MAX; });
+    if (!prompt || (!prompt->is_string() && !ids)) {
+      return Status::invalid_argument("'prompt' is required and must be a string or a list of token ids");
+    }
+    if (ids) {
+      for (const json::value& x : prompt->as_array()) r.prompt_tokens.push_back(static_cast<int32_t>(x.as_int64()));
+    } else {
+      r.prompt_text = prompt->as_string();
+      tokenize["prompt"] = prompt->as_string();
+    }
   }
+  if (r.prompt_tokens.empty()) r.tokenize_body = json::serialize(tokenize);
   if (r.stream) {
     json::value& opts = o["stream_options"];
     if (!opts.is_object()) opts = json::object();
@@ -53,6 +74,10 @@ Result<ParsedRequest> parse_request(std::string_view body, bool chat) {
 }
 
 int64_t estimate_tokens(std::string_view text) { return static_cast<int64_t>((text.size() + 3) / 4); }
+
+int64_t estimate_tokens(const ParsedRequest& r) {
+  return r.prompt_tokens.empty() ? estimate_tokens(r.prompt_text) : static_cast<int64_t>(r.prompt_tokens.size());
+}
 
 std::optional<Usage> parse_usage(std::string_view body) {
   json::error_code ec;

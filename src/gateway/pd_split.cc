@@ -17,8 +17,8 @@ PrefillPool::PrefillPool(const PrefillConfig& config, const KvAwareOptions& kv, 
 }
 
 std::optional<PrefillChoice> PrefillPool::choose(const RouteInput& input, int64_t prompt_tokens, size_t decode_matched,
-                                                 int64_t now_ns) {
-  if (!should_split(prompt_tokens, input.blocks.size(), decode_matched, min_uncached_tokens_)) return std::nullopt;
+                                                 size_t route_blocks, int64_t now_ns) {
+  if (!should_split(prompt_tokens, route_blocks, decode_matched, min_uncached_tokens_)) return std::nullopt;
   std::vector<Candidate> candidates;
   std::vector<Worker*> allowed;
   for (Worker& w : workers_) {

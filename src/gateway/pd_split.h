@@ -36,10 +36,11 @@ class PrefillPool {
   PrefillPool(const PrefillConfig& config, const KvAwareOptions& kv, int breaker_failures, int64_t breaker_open_ns);
 
   // The prefill worker for a request, or nullopt to prefill on the decode worker (suffix too
-  // short, or no prefill worker allowed by its breaker). A choice counts as outstanding until
-  // release().
+  // short, or no prefill worker allowed by its breaker). The decode worker holds the first
+  // `decode_matched` of the prompt's `route_blocks` blocks (text chunks, or engine blocks under
+  // kv_events). A choice counts as outstanding until release().
   std::optional<PrefillChoice> choose(const RouteInput& input, int64_t prompt_tokens, size_t decode_matched,
-                                      int64_t now_ns);
+                                      size_t route_blocks, int64_t now_ns);
   void release(const std::string& url);
   // Health-check results for a prefill worker (ignored for other URLs).
   void health_result(const std::string& url, bool ok, int64_t now_ns);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "gateway/kv_index.h"
 #include "gateway/openai.h"
 #include "gateway/prefix_cache.h"
 #include "net/sse.h"
@@ -106,6 +107,20 @@ void add_prefill_peer(const ReplicaPick& pick, net::ClientRequest& up_req) {
   if (!pick.prefill_peer.empty()) up_req.headers.emplace_back("x-koi-prefill-peer", pick.prefill_peer);
 }
 
+// The ids of a POST /tokenize answer ({"tokens": [...]}), or nullopt.
+std::optional<std::vector<int32_t>> tokens_of(std::string_view body) {
+  json::error_code ec;
+  const json::value v = json::parse(body, ec);
+  const json::value* t = !ec && v.is_object() ? v.as_object().if_contains("tokens") : nullptr;
+  if (!t || !t->is_array()) return std::nullopt;
+  std::vector<int32_t> out;
+  for (const json::value& x : t->as_array()) {
+    if (!x.is_int64()) return std::nullopt;
+    out.push_back(static_cast<int32_t>(x.as_int64()));
+  }
+  return out;
+}
+
 std::string cut_stream_event(const std::string& replica, const std::string& why) {
   return net::sse_data(openai_error("the replica " + replica + " broke off the stream: " + why, "upstream_error", 502));
 }
@@ -147,7 +162,7 @@ awaitable<void> Proxy::handle(net::Request& req, net::Responder& res, bool chat)
     rec.model = *base;
   }
   rec.stream = call.parsed.stream;
-  call.estimated_tokens = estimate_tokens(call.parsed.prompt_text);
+  call.estimated_tokens = estimate_tokens(call.parsed);
   const Admission adm = fleet_.admit(rec.tenant, rec.model, call.estimated_tokens);
   if (adm.status != 200) {
     if (adm.status == 429) metrics_.add("koi_gateway_limit_rejections_total", {{"tenant", rec.tenant}, {"limit", adm.limit}});
@@ -192,9 +207,40 @@ awaitable<void> Proxy::reject(Call& call, net::Responder& res, int status, std::
   co_await res.send(status, std::move(body), "application/json", extra);
 }
 
+// kv_events routing: the prompt's engine block hashes, from its token ids (sent by the client,
+// or asked of a replica's /tokenize). Empty for other models, and when no replica can tell the
+// tokens: the request is then routed by load.
+awaitable<std::vector<engine::BlockHash>> Proxy::prompt_block_hashes_of(const Call& call) {
+  const std::optional<Fleet::KvRouteInfo> info = fleet_.kv_route_info(call.record.model);
+  if (!info) co_return std::vector<engine::BlockHash>{};
+  if (!call.parsed.prompt_tokens.empty()) {
+    co_return prompt_block_hashes(call.parsed.prompt_tokens, info->block_size, call.parsed.cache_key);
+  }
+  net::ClientRequest req;
+  req.method = "POST";
+  req.target = "/tokenize";
+  req.body = call.parsed.tokenize_body;
+  net::Timeouts timeouts;
+  timeouts.connect = std::chrono::milliseconds(config_.connect_timeout_ms);
+  timeouts.first_byte = timeouts.idle = std::chrono::milliseconds(config_.health_timeout_ms);
+  auto r = co_await client_.call(info->tokenizer.host, info->tokenizer.port, std::move(req), timeouts);
+  std::optional<std::vector<int32_t>> tokens;
+  if (r.ok() && r->status == 200) tokens = tokens_of(r->body);
+  if (!tokens) {
+    log::debug("request {}: no tokens from {}/tokenize; routing by load", call.record.request_id, info->tokenizer.url);
+    co_return std::vector<engine::BlockHash>{};
+  }
+  co_return prompt_block_hashes(*tokens, info->block_size, call.parsed.cache_key);
+}
+
 awaitable<std::unique_ptr<net::Exchange>> Proxy::open_upstream(Call& call, const net::Request& req, net::Responder& res) {
-  const std::vector<uint64_t> blocks = chain_text_blocks(call.parsed.prompt_text, config_.prefix_block_bytes);
-  const RouteInput route{blocks, header(req, config_.session_header), call.estimated_tokens};
+  // The approximate tree chains the prompt's bytes: its text, or the bytes of its token ids.
+  const std::vector<int32_t>& ids = call.parsed.prompt_tokens;
+  const std::string_view prompt_bytes = ids.empty() ? std::string_view(call.parsed.prompt_text)
+                                                    : std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
+  const std::vector<uint64_t> blocks = chain_text_blocks(prompt_bytes, config_.prefix_block_bytes);
+  const std::vector<engine::BlockHash> kv_blocks = co_await prompt_block_hashes_of(call);
+  const RouteInput route{blocks, header(req, config_.session_header), call.estimated_tokens, kv_blocks};
   net::Timeouts timeouts;
   timeouts.connect = std::chrono::milliseconds(config_.connect_timeout_ms);
   timeouts.first_byte = std::chrono::milliseconds(config_.first_byte_timeout_ms);
@@ -356,6 +402,12 @@ void Proxy::finish(Call& call) {
   fleet_.report(*call.pick, call.outcome, static_cast<double>(clock_.now_ns() - call.start_ns) * 1e-9);
   fleet_.finish(r.tenant, call.estimated_tokens, r.prompt_tokens + r.completion_tokens);
   record_metrics(r);
+  if (call.pick->predicted_hit_tokens >= 0 && r.status == 200) {
+    metrics::Labels predicted{{"model", r.model}, {"replica", r.replica}, {"kind", "predicted"}};
+    metrics::Labels actual{{"model", r.model}, {"replica", r.replica}, {"kind", "actual"}};
+    metrics_.add("koi_gateway_kv_hit_tokens_total", predicted, static_cast<double>(call.pick->predicted_hit_tokens));
+    metrics_.add("koi_gateway_kv_hit_tokens_total", actual, static_cast<double>(r.cached_tokens));
+  }
 }
 
 void Proxy::record_metrics(const UsageRecord& r) {

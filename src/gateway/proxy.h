@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "engine/block_hash.h"
 #include "gateway/config.h"
 #include "gateway/fleet.h"
 #include "gateway/usage_store.h"
@@ -38,6 +39,7 @@ class Proxy {
   struct Call;
   boost::asio::awaitable<void> reject(Call& call, net::Responder& res, int status, std::string message, std::string type,
                                       int64_t retry_after_s);
+  boost::asio::awaitable<std::vector<engine::BlockHash>> prompt_block_hashes_of(const Call& call);
   boost::asio::awaitable<std::unique_ptr<net::Exchange>> open_upstream(Call& call, const net::Request& req,
                                                                    net::Responder& res);
   boost::asio::awaitable<void> relay_whole(Call& call, net::Exchange& up, net::Responder& res);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gateway/kv_index.h"
+
 namespace koi::gateway {
 
 Result<RoutingPolicy> parse_routing_policy(std::string_view name) {
@@ -9,8 +11,9 @@ Result<RoutingPolicy> parse_routing_policy(std::string_view name) {
   if (name == "least_outstanding") return RoutingPolicy::kLeastOutstanding;
   if (name == "kv_aware") return RoutingPolicy::kKvAware;
   if (name == "session") return RoutingPolicy::kSession;
+  if (name == "kv_events") return RoutingPolicy::kKvEvents;
   return Status::invalid_argument("routing policy '" + std::string(name) +
-                                  "' is unknown; use round_robin, least_outstanding, kv_aware or session");
+                                  "' is unknown; use round_robin, least_outstanding, kv_aware, kv_events or session");
 }
 
 namespace {
@@ -45,6 +48,31 @@ LruBlockSet& Router::cache_of(std::string_view id) {
   return it->second;
 }
 
+size_t Router::matched(const RouteInput& input, std::string_view id) {
+  if (policy_ == RoutingPolicy::kKvEvents) return index_ ? index_->match(id, input.kv_blocks) : 0;
+  return cache_of(id).match_prefix(input.blocks);
+}
+
+// The SGLang-router rule (see router.h) over matched().
+size_t Router::cache_affine(const RouteInput& input, std::span<const Candidate> candidates) {
+  auto [lo, hi] = std::minmax_element(candidates.begin(), candidates.end(),
+                                      [](const Candidate& a, const Candidate& b) { return a.outstanding < b.outstanding; });
+  const bool imbalanced = hi->outstanding - lo->outstanding > kv_.balance_abs &&
+                          static_cast<double>(hi->outstanding) > kv_.balance_rel * static_cast<double>(lo->outstanding);
+  if (imbalanced) return least_loaded(candidates);
+  size_t best = least_loaded(candidates), best_match = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const size_t m = matched(input, candidates[i].id);
+    if (m > best_match || (m == best_match && m > 0 && candidates[i].outstanding < candidates[best].outstanding)) {
+      best = i;
+      best_match = m;
+    }
+  }
+  const size_t total = policy_ == RoutingPolicy::kKvEvents ? input.kv_blocks.size() : input.blocks.size();
+  if (static_cast<double>(best_match) < kv_.cache_threshold * static_cast<double>(total)) return least_loaded(candidates);
+  return best;
+}
+
 RouteDecision Router::pick(const RouteInput& input, std::span<const Candidate> candidates) {
   RouteDecision d;
   switch (policy_) {
@@ -66,31 +94,18 @@ RouteDecision Router::pick(const RouteInput& input, std::span<const Candidate> c
         }
       }
       break;
-    case RoutingPolicy::kKvAware: {
-      auto [lo, hi] = std::minmax_element(candidates.begin(), candidates.end(),
-                                          [](const Candidate& a, const Candidate& b) { return a.outstanding < b.outstanding; });
-      const bool imbalanced = hi->outstanding - lo->outstanding > kv_.balance_abs &&
-                              static_cast<double>(hi->outstanding) > kv_.balance_rel * static_cast<double>(lo->outstanding);
-      size_t best = least_loaded(candidates), best_match = 0;
-      if (!imbalanced) {
-        for (size_t i = 0; i < candidates.size(); ++i) {
-          const size_t m = cache_of(candidates[i].id).match_prefix(input.blocks);
-          if (m > best_match || (m == best_match && m > 0 && candidates[i].outstanding < candidates[best].outstanding)) {
-            best = i;
-            best_match = m;
-          }
-        }
-        if (static_cast<double>(best_match) < kv_.cache_threshold * static_cast<double>(input.blocks.size())) {
-          best = least_loaded(candidates);
-        }
-      }
-      d.index = best;
+    case RoutingPolicy::kKvAware:
+    case RoutingPolicy::kKvEvents:
+      d.index = cache_affine(input, candidates);
       break;
-    }
   }
-  if (!input.blocks.empty()) {
+  if (policy_ == RoutingPolicy::kKvEvents) {
+    d.matched_blocks = matched(input, candidates[d.index].id);
+    d.route_blocks = input.kv_blocks.size();
+  } else if (!input.blocks.empty()) {
     LruBlockSet& cache = cache_of(candidates[d.index].id);
     d.matched_blocks = cache.match_prefix(input.blocks);
+    d.route_blocks = input.blocks.size();
     cache.insert(input.blocks);
   }
   return d;

@@ -7,6 +7,11 @@
 //                      or when loads are imbalanced (max - min > balance_abs and
 //                      max > balance_rel * min), the least loaded one. The chosen replica's
 //                      LruBlockSet then learns the request's blocks.
+//   kv_events          the kv_aware rule over the real hit lengths: how many leading blocks of
+//                      the prompt, hashed as the engine hashes them, each replica's prefix cache
+//                      holds now, from the exact index its KV events keep (gateway/kv_index.h).
+//                      Nothing is modelled; a request whose tokens are unknown, or replicas not
+//                      synced yet, match 0 blocks and go to the least loaded replica.
 //   session            rendezvous hash of the session key over the candidates, so a session
 //                      stays on its replica while that replica is healthy; no key: least load.
 // Not thread-safe (the gateway calls it under its state lock).
@@ -21,11 +26,13 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/block_hash.h"
 #include "gateway/prefix_cache.h"
 
 namespace koi::gateway {
 
-enum class RoutingPolicy { kRoundRobin, kLeastOutstanding, kKvAware, kSession };
+enum class RoutingPolicy { kRoundRobin, kLeastOutstanding, kKvAware, kSession, kKvEvents };
+class KvIndex;
 Result<RoutingPolicy> parse_routing_policy(std::string_view name);
 
 struct KvAwareOptions {
@@ -36,9 +43,10 @@ struct KvAwareOptions {
 };
 
 struct RouteInput {
-  std::span<const uint64_t> blocks;  // chained block hashes of the prompt
+  std::span<const uint64_t> blocks;  // chained block hashes of the prompt text (kv_aware)
   std::string_view session;          // affinity key, "" for none
   int64_t prompt_tokens = 0;         // estimated, for the disaggregation decision
+  std::span<const engine::BlockHash> kv_blocks;  // the prompt's engine block hashes (kv_events)
 };
 
 struct Candidate {
@@ -49,11 +57,14 @@ struct Candidate {
 struct RouteDecision {
   size_t index = 0;           // into the candidates
   size_t matched_blocks = 0;  // prefix blocks the chosen replica's model already held
+  size_t route_blocks = 0;    // the blocks matched_blocks counts in (blocks or kv_blocks)
 };
 
 class Router {
  public:
-  Router(RoutingPolicy policy, KvAwareOptions kv) : policy_(policy), kv_(kv) {}
+  // `index` is read by kv_events (and must then outlive the router); others ignore it.
+  Router(RoutingPolicy policy, KvAwareOptions kv, const KvIndex* index = nullptr)
+      : policy_(policy), kv_(kv), index_(index) {}
 
   // `candidates` must be non-empty.
   RouteDecision pick(const RouteInput& input, std::span<const Candidate> candidates);
@@ -63,8 +74,11 @@ class Router {
 
  private:
   LruBlockSet& cache_of(std::string_view id);
+  size_t cache_affine(const RouteInput& input, std::span<const Candidate> candidates);
+  size_t matched(const RouteInput& input, std::string_view id);
   RoutingPolicy policy_;
   KvAwareOptions kv_;
+  const KvIndex* index_;
   uint64_t next_ = 0;
   std::unordered_map<std::string, LruBlockSet> caches_;
 };

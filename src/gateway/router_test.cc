@@ -1,6 +1,7 @@
 // Routing policies, the prefix model and the weighted version split, exact at toy scale.
 #include <gtest/gtest.h>
 
+#include "gateway/kv_index.h"
 #include "gateway/prefix_cache.h"
 #include "gateway/rollout.h"
 #include "gateway/router.h"
@@ -63,6 +64,39 @@ TEST(Router, KvAwareFollowsThePrefixWhileBalancedAndLoadWhenNot) {
   EXPECT_EQ(d.index, 0u);
 }
 
+TEST(Router, KvEventsRoutesOnWhatTheIndexSaysEachReplicaHolds) {
+  KvIndex index;
+  std::vector<int32_t> conversation(65);
+  for (size_t i = 0; i < conversation.size(); ++i) conversation[i] = static_cast<int32_t>(i);
+  const std::vector<engine::BlockHash> prompt = prompt_block_hashes(conversation, 16, 0);  // 4 blocks
+  KvFeed b;
+  b.epoch = 1, b.block_size = 16;
+  b.hashes = {prompt[0], prompt[1], prompt[2]};
+  index.reset("b", b);
+  KvFeed a = b;
+  a.hashes = {prompt[0]};
+  index.reset("a", a);
+  KvAwareOptions kv;
+  kv.cache_threshold = 0.5, kv.balance_abs = 4, kv.balance_rel = 1.5;
+  Router r(RoutingPolicy::kKvEvents, kv, &index);
+  std::vector<Candidate> c{{"a", 0}, {"b", 2}};
+  RouteInput in;
+  in.kv_blocks = prompt;
+  RouteDecision d = r.pick(in, c);
+  EXPECT_EQ(d.index, 1u);  // 3 of 4 blocks on b
+  EXPECT_EQ(d.matched_blocks, 3u);
+  EXPECT_EQ(d.route_blocks, 4u);
+  d = r.pick(in, c);  // nothing is modelled: the index alone decides, and it has not changed
+  EXPECT_EQ(d.matched_blocks, 3u);
+  index.forget("b");  // b unreachable: it holds nothing for routing
+  d = r.pick(in, c);
+  EXPECT_EQ(d.index, 0u);  // a's 1 of 4 is under the threshold: least loaded, which is a
+  EXPECT_EQ(d.matched_blocks, 1u);
+  c = {{"a", 7}, {"b", 0}};  // imbalanced: load wins over a's block
+  index.reset("a", b);
+  EXPECT_EQ(r.pick(in, c).index, 1u);
+}
+
 TEST(Router, SessionAffinityIsStableAndSurvivesOtherReplicasLeaving) {
   Router r(RoutingPolicy::kSession, {});
   std::vector<Candidate> c{{"http://a:1", 0}, {"http://b:1", 0}, {"http://c:1", 0}};
@@ -78,7 +112,7 @@ TEST(Router, SessionAffinityIsStableAndSurvivesOtherReplicasLeaving) {
 
 TEST(Router, UnknownPolicyNamesTheChoices) {
   EXPECT_EQ(parse_routing_policy("random").status().message(),
-            "routing policy 'random' is unknown; use round_robin, least_outstanding, kv_aware or session");
+            "routing policy 'random' is unknown; use round_robin, least_outstanding, kv_aware, kv_events or session");
 }
 
 TEST(PickWeighted, SplitFollowsTheWeightsWithinStatisticalBounds) {

@@ -783,7 +783,8 @@ json::object envelope(const ResponseMeta& meta, bool chunk) {
 json::object usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", json::object{{"cached_tokens", u.cached_tokens}}}};
 }
 
 json::object full_response(const ResponseMeta& meta, std::span<const ChoiceOutput> choices, const Usage& usage,

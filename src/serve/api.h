@@ -130,6 +130,7 @@ struct ChoiceOutput {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache (prompt_tokens_details)
 };
 
 // The whole response of a non-streaming request.

@@ -543,6 +543,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
     }
     ChoiceOutput& choice = choices[static_cast<size_t>(ev.index)];
     usage.completion_tokens += static_cast<int64_t>(out.token_ids.size());
+    if (out.num_cached_tokens >= 0 && ev.index % g.n == 0) usage.cached_tokens += out.num_cached_tokens;  // once per prompt
     if (!g.stream) {
       choice.text += out.text;
       choice.token_ids.insert(choice.token_ids.end(), out.token_ids.begin(), out.token_ids.end());

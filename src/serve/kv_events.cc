@@ -3,11 +3,25 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <random>
+
 namespace koi::serve {
 
 namespace json = boost::json;
 
 std::string hash_hex(const engine::BlockHash& hash) { return fmt::format("{:016x}{:016x}", hash.high, hash.low); }
+
+namespace {
+// Below 2^53, so that JSON readers that hold numbers as doubles read it exactly.
+uint64_t random_epoch() {
+  std::random_device rd;
+  const uint64_t r = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return (r & ((uint64_t{1} << 53) - 1)) | 1;
+}
+}  // namespace
+
+KvEventLog::KvEventLog(int block_size, size_t capacity)
+    : block_size_(block_size), capacity_(capacity), epoch_(random_epoch()) {}
 
 void KvEventLog::append(const std::vector<engine::KvEvent>& events) {
   if (events.empty()) return;
@@ -36,14 +50,16 @@ std::optional<std::string> KvEventLog::events_json(uint64_t after) const {
     events.push_back(json::object{{"seq", it->seq}, {"type", stored ? "stored" : "removed"}, {"hash", hash_hex(it->event.hash)}});
     last = it->seq;
   }
-  return json::serialize(json::object{{"last", last}, {"events", std::move(events)}});
+  return json::serialize(
+      json::object{{"epoch", epoch_}, {"block_size", block_size_}, {"last", last}, {"events", std::move(events)}});
 }
 
 std::string KvEventLog::snapshot_json() const {
   std::lock_guard lock(mu_);
   json::array hashes;
   for (const engine::BlockHash& h : cached_) hashes.push_back(json::string(hash_hex(h)));
-  return json::serialize(json::object{{"last", last_}, {"hashes", std::move(hashes)}});
+  return json::serialize(
+      json::object{{"epoch", epoch_}, {"block_size", block_size_}, {"last", last_}, {"hashes", std::move(hashes)}});
 }
 
 }  // namespace koi::serve

@@ -4,7 +4,10 @@
 // of the newest one returned); when N is older than what the log still keeps, the answer is
 // 410 and the client resynchronises from GET /kv/snapshot: every hash cached now and the
 // number of the last event it reflects. Lost events are thus detected by their numbers and
-// repaired from a snapshot. Thread-safe: the engine thread appends, HTTP threads read.
+// repaired from a snapshot. Both answers carry the log's "epoch", a random number drawn when
+// the server starts, so a reader also notices a restarted server whose numbers began again,
+// and "block_size", the tokens per block the hashes cover (gateway/kv_index.h hashes prompts
+// with it). Thread-safe: the engine thread appends, HTTP threads read.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +25,14 @@ namespace koi::serve {
 class KvEventLog {
  public:
   static constexpr size_t kMaxBatch = 4096;
-  explicit KvEventLog(size_t capacity = 1 << 16) : capacity_(capacity) {}
+  explicit KvEventLog(int block_size, size_t capacity = 1 << 16);
 
   void append(const std::vector<engine::KvEvent>& events);
-  // JSON {"last": N, "events": [{"seq", "type": "stored"|"removed", "hash": 32 hex digits}]};
+  // JSON {"epoch", "block_size", "last": N, "events": [{"seq", "type": "stored"|"removed",
+  // "hash": 32 hex digits}]};
   // nullopt when events after `after` were dropped already (resynchronise from snapshot_json).
   std::optional<std::string> events_json(uint64_t after) const;
-  // JSON {"last": N, "hashes": [...]}.
+  // JSON {"epoch", "block_size", "last": N, "hashes": [...]}.
   std::string snapshot_json() const;
 
  private:
@@ -36,7 +40,9 @@ class KvEventLog {
     uint64_t seq;
     engine::KvEvent event;
   };
+  const int block_size_;
   const size_t capacity_;
+  const uint64_t epoch_;
   mutable std::mutex mu_;
   uint64_t last_ = 0;                                                  // guarded by mu_
   std::deque<Numbered> recent_;                                        // guarded by mu_

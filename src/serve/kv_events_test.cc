@@ -16,7 +16,7 @@ using engine::KvEvent;
 engine::BlockHash h(uint64_t n) { return {n, n + 100}; }
 
 TEST(KvEventLog, NumbersEventsAndResynchronisesAReaderThatFellBehind) {
-  KvEventLog log(/*capacity=*/3);
+  KvEventLog log(/*block_size=*/16, /*capacity=*/3);
   log.append({{KvEvent::Kind::kStored, h(1)}, {KvEvent::Kind::kStored, h(2)}});
   json::value first = json::parse(*log.events_json(0));
   EXPECT_EQ(first.at("last").as_int64(), 2);
@@ -34,6 +34,9 @@ TEST(KvEventLog, NumbersEventsAndResynchronisesAReaderThatFellBehind) {
   EXPECT_EQ(rest.at("last").as_int64(), 4);
   json::value snap = json::parse(log.snapshot_json());
   EXPECT_EQ(snap.at("last").as_int64(), 4);
+  EXPECT_EQ(snap.at("block_size").as_int64(), 16);
+  EXPECT_EQ(snap.at("epoch"), rest.at("epoch"));
+  EXPECT_NE(snap.at("epoch"), json::parse(KvEventLog(16).snapshot_json()).at("epoch"));  // a restarted server
   std::set<std::string> hashes;
   for (const auto& v : snap.at("hashes").as_array()) hashes.insert(std::string(v.as_string()));
   EXPECT_EQ(hashes, (std::set<std::string>{hash_hex(h(2)), hash_hex(h(3))}));

@@ -22,12 +22,13 @@
 namespace koi::serve {
 namespace {
 
+constexpr int kMooncakeBlock = 512;  // tokens per hash id in the Mooncake traces
+
 namespace asio = boost::asio;
 namespace json = boost::json;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
-constexpr int kMooncakeBlock = 512;  // tokens per Mooncake hash id
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -239,12 +240,14 @@ Result<std::vector<RequestShape>> make_workload(const WorkloadConfig& c) {
         return Status::invalid_argument(fmt::format("{}:{}: expected a Mooncake record with input_length, output_length "
                                                     "and hash_ids", c.trace, line_no));
       }
-      const int64_t input = o->at("input_length").to_number<int64_t>();
+      // Lengths scale with the block: a 512-token hash id replayed as 16 tokens makes a prompt 1/32 as long.
+      const int64_t input =
+          (o->at("input_length").to_number<int64_t>() * c.trace_block_tokens + kMooncakeBlock - 1) / kMooncakeBlock;
       std::vector<int32_t> prompt;
       if (const json::value* ids = o->if_contains("hash_ids"); ids && ids->is_array()) {
         for (const auto& id : ids->as_array()) {
           Rng block_rng(c.seed ^ (static_cast<uint64_t>(id.to_number<int64_t>()) * 0x9e3779b97f4a7c15ull));
-          auto block = random_tokens(block_rng, kMooncakeBlock, c);
+          auto block = random_tokens(block_rng, c.trace_block_tokens, c);
           prompt.insert(prompt.end(), block.begin(), block.end());
           if (static_cast<int64_t>(prompt.size()) >= std::min<int64_t>(input, c.max_input_len)) break;
         }

@@ -5,7 +5,8 @@
 // latency (mean, p50, p90, p99) and the error count.
 //
 // Prompts are token ids, so input lengths are exact; Mooncake hash_ids become the same
-// 512-token blocks for the same id, so prefix reuse in the trace is replayed. The same
+// token blocks for the same id (512 tokens each, as in the trace, or fewer to fit a small
+// model's context: trace_block_tokens), so prefix reuse in the trace is replayed. The same
 // workload can run against the engine in process (run_in_process) to measure what HTTP adds.
 // Functions block until the run ends; failures of single requests are counted, not fatal.
 #pragma once
@@ -35,6 +36,7 @@ struct WorkloadConfig {
   int max_input_len = 1024;   // trace lengths are clipped to these (small models)
   int max_output_len = 256;
   double input_scale = 1.0;   // Azure trace prompt lengths are multiplied by this, then clipped
+  int trace_block_tokens = 512;  // Mooncake: tokens per hash id (the trace's 512, or fewer)
   int32_t vocab_lo = 100;     // prompt token ids are drawn from [vocab_lo, vocab_hi)
   int32_t vocab_hi = 500;
   uint64_t seed = 0;
