@@ -140,7 +140,7 @@ class ModelReferenceTest : public ::testing::Test {
         const int first_read = std::max(0, static_cast<int>(i) - kv.shape().window + 1) / block_size;
         for (int b = 0; b < first_read; ++b) window[static_cast<size_t>(b)] = -1;
         ForwardBatch batch;
-        batch.sequences.push_back({full, window});
+        batch.sequences.push_back({.block_table = full, .window_block_table = window});
         batch.token_ids.push_back(p[i]);
         batch.positions.push_back(static_cast<int32_t>(i));
         batch.seq_index.push_back(0);

@@ -165,7 +165,7 @@ Status LocalExecutor::signal(const ReplicaHandle& replica, int sig) {
 
 std::vector<process::StoppedProcess> LocalExecutor::stopped(const ReplicaHandle& replica) const {
   const Id id = parse_id(replica.id);
-  if (id.pid <= 0 || process_start_time(id.pid) != id.start) return {};  // gone: nothing stopped
+  if (id.pid <= 0 || process::process_start_time(id.pid) != id.start) return {};  // gone: nothing stopped
   return process::stopped_processes(id.pid);
 }
 
