@@ -104,5 +104,35 @@ TEST(HfPipelineTest, DigitsThenByteLevel) {
   EXPECT_EQ(tok.decode(ids), "ab 12ab");
 }
 
+TEST(HfPipelineTest, ContinuationSpecDropsTheSpacePrefix) {
+  const std::string mark = "\xE2\x96\x81";  // "▁"
+  TokenizerSpec spec;
+  spec.kind = TokenizerKind::kBpeMerges;
+  spec.pipeline = true;
+  spec.tokens = {mark, "a", "b", mark + "a", mark + "b"};
+  spec.types.assign(spec.tokens.size(), TokenType::kNormal);
+  spec.merges = {mark + " a", mark + " b"};
+  NormalizerStep prepend;
+  prepend.kind = NormalizerStep::Kind::kPrepend;
+  prepend.content = mark;
+  NormalizerStep replace;
+  replace.kind = NormalizerStep::Kind::kReplace;
+  replace.pattern = " ";
+  replace.content = mark;
+  spec.normalizers = {prepend, replace};
+  EXPECT_EQ(Tokenizer::create(spec).value().encode("a b", false, false), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(Tokenizer::create(continuation_spec(spec)).value().encode("a b", false, false),
+            (std::vector<int32_t>{1, 4}));
+  // A Metaspace pre-tokenizer instead: prepend_scheme first, and never for a continuation.
+  PreTokenizerStep meta;
+  meta.kind = PreTokenizerStep::Kind::kMetaspace;
+  meta.prepend_scheme = PrependScheme::kFirst;
+  spec.normalizers.clear();
+  spec.pre_tokenizers = {meta};
+  EXPECT_EQ(Tokenizer::create(spec).value().encode("a b", false, false), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(Tokenizer::create(continuation_spec(spec)).value().encode("a b", false, false),
+            (std::vector<int32_t>{1, 4}));
+}
+
 }  // namespace
 }  // namespace koi::tokenizer
