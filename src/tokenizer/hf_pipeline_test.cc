@@ -102,6 +102,11 @@ TEST(HfPipelineTest, DigitsThenByteLevel) {
   std::vector<int32_t> ids = tok.encode("ab 12ab", false, false);
   EXPECT_EQ(ids, (std::vector<int32_t>{3, 2, 4, 5, 3}));
   EXPECT_EQ(tok.decode(ids), "ab 12ab");
+  // Streaming gives the same text, token by token.
+  StreamDecoder stream(&tok);
+  std::string streamed;
+  for (int32_t id : ids) streamed += stream.push(id);
+  EXPECT_EQ(streamed + stream.flush(), "ab 12ab");
 }
 
 TEST(HfPipelineTest, ContinuationSpecDropsTheSpacePrefix) {
