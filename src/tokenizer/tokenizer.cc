@@ -223,6 +223,43 @@ void build_unigram(const TokenizerSpec& spec, TextMap* pieces, size_t* max_len, 
   *unk_score = min_score - 10.0;
 }
 
+// The pieces (start, id) of the segmentation of `text` whose token scores sum highest:
+// Viterbi over the character lattice. Ties keep the first best path found (shorter pieces
+// are tried first from each start), as Hugging Face. A character no token starts with is
+// an unknown piece (id -1) of score unk_score.
+std::vector<std::pair<size_t, int32_t>> best_segmentation(std::string_view text, const TextMap& pieces,
+                                                          size_t max_piece_len, const std::vector<float>& scores,
+                                                          double unk_score) {
+  struct Best {
+    double score = 0;
+    int64_t start = -1;  // -1: not reached
+    int32_t id = -1;     // -1: an unknown piece
+  };
+  const size_t n = text.size();
+  std::vector<Best> best(n + 1);
+  best[0].start = 0;
+  auto offer = [&](size_t from, size_t to, double score, int32_t id) {
+    double candidate = best[from].score + score;
+    if (best[to].start < 0 || candidate > best[to].score) best[to] = {candidate, int64_t(from), id};
+  };
+  for (size_t pos = 0; pos < n; pos += utf8_piece_len(text, pos)) {
+    if (best[pos].start < 0) continue;
+    const size_t char_len = utf8_piece_len(text, pos);
+    bool has_single = false;
+    for (size_t len = char_len; len <= max_piece_len && pos + len <= n; len += utf8_piece_len(text, pos + len)) {
+      auto it = pieces.find(text.substr(pos, len));
+      if (it == pieces.end()) continue;
+      offer(pos, pos + len, scores[it->second], it->second);
+      has_single = has_single || len == char_len;
+    }
+    if (!has_single) offer(pos, pos + char_len, unk_score, -1);
+  }
+  std::vector<std::pair<size_t, int32_t>> path;
+  for (size_t end = n; end > 0; end = size_t(best[end].start)) path.emplace_back(size_t(best[end].start), best[end].id);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
 }  // namespace
 
 Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
@@ -402,38 +439,10 @@ void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>* ou
   }
 }
 
-// SentencePiece unigram: the segmentation of `text` whose token scores sum highest (Viterbi
-// over the character lattice; ties keep the first best path found, shorter pieces first,
-// as Hugging Face). A character no token starts with is an unknown piece of score
-// unk_score; adjacent unknown pieces fuse, then fall back to byte tokens or <unk>.
+// SentencePiece unigram: the best-scoring segmentation of `text`; adjacent unknown pieces
+// fuse, then fall back to byte tokens or <unk>.
 void Tokenizer::Impl::encode_unigram(std::string_view text, std::vector<int32_t>* out) const {
-  struct Best {
-    double score = 0;
-    int64_t start = -1;  // -1: not reached
-    int32_t id = -1;     // -1: an unknown piece
-  };
-  const size_t n = text.size();
-  std::vector<Best> best(n + 1);
-  best[0].start = 0;
-  auto offer = [&](size_t from, size_t to, double score, int32_t id) {
-    double candidate = best[from].score + score;
-    if (best[to].start < 0 || candidate > best[to].score) best[to] = {candidate, int64_t(from), id};
-  };
-  for (size_t pos = 0; pos < n; pos += utf8_piece_len(text, pos)) {
-    if (best[pos].start < 0) continue;
-    const size_t char_len = utf8_piece_len(text, pos);
-    bool has_single = false;
-    for (size_t len = char_len; len <= max_piece_len && pos + len <= n; len += utf8_piece_len(text, pos + len)) {
-      auto it = pieces.find(text.substr(pos, len));
-      if (it == pieces.end()) continue;
-      offer(pos, pos + len, spec.scores[it->second], it->second);
-      has_single = has_single || len == char_len;
-    }
-    if (!has_single) offer(pos, pos + char_len, unk_score, -1);
-  }
-  std::vector<std::pair<size_t, int32_t>> path;  // (start, id), last piece first
-  for (size_t end = n; end > 0; end = size_t(best[end].start)) path.emplace_back(size_t(best[end].start), best[end].id);
-  std::reverse(path.begin(), path.end());
+  std::vector<std::pair<size_t, int32_t>> path = best_segmentation(text, pieces, max_piece_len, spec.scores, unk_score);
   for (size_t i = 0; i < path.size(); ++i) {
     if (path[i].second >= 0) {
       out->push_back(path[i].second);
@@ -441,7 +450,7 @@ void Tokenizer::Impl::encode_unigram(std::string_view text, std::vector<int32_t>
     }
     size_t last = i;
     while (last + 1 < path.size() && path[last + 1].second < 0) ++last;
-    size_t stop = last + 1 < path.size() ? path[last + 1].first : n;
+    size_t stop = last + 1 < path.size() ? path[last + 1].first : text.size();
     emit_unknown(text.substr(path[i].first, stop - path[i].first), out);
     i = last;
   }
