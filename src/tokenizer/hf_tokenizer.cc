@@ -1,14 +1,18 @@
-// Hugging Face tokenizer.json + tokenizer_config.json -> TokenizerSpec.
+// Hugging Face tokenizer.json + tokenizer_config.json -> TokenizerSpec with its pipeline.
 //
-// Supported: model type "BPE"; normalizer none, NFC (treated as identity: Koi does not
-// normalize Unicode, so text that is not already NFC may tokenize differently from HF),
-// or the Llama 2 metaspace pair Prepend("▁") + Replace(" ", "▁") (or the Replace alone: no
-// space prefix); pre-tokenizer none, ByteLevel, Split(Regex, Isolated), or a Sequence of
-// those.
+// Supported: model types "BPE" and "Unigram"; the normalizers, pre-tokenizers and decoders
+// of spec.h (NormalizerStep, PreTokenizerStep, DecoderStep) and Sequences of them; the
+// post-processors TemplateProcessing (its "single" template: the special tokens around the
+// text; "pair" is not used, Koi encodes one text), ByteLevel (it changes offsets only) and
+// a Sequence of those. Anything else is refused with the component's name. Besides the
+// pipeline the loader fills the byte_level / add_space_prefix / pre fields the GGUF and
+// tokenizer.json writers use, as far as they describe it.
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "base/file.h"
 #include "tokenizer/load.h"
@@ -60,97 +64,359 @@ std::string config_token(const json::value& config, std::string_view key) {
   return string_or(v, "");
 }
 
-struct PreTokenizer {
-  bool byte_level = false;
-  std::vector<std::string> regexes;
-};
+Status unsupported(std::string_view component, const std::string& type, std::string_view supported) {
+  return Status::unsupported(std::string(component) + " '" + type + "' is not supported (supported: " +
+                             std::string(supported) + ")");
+}
 
-Status read_pre_tokenizer(const json::value& pt, PreTokenizer* out) {
-  std::string type = string_or(member(pt, "type"), "");
-  if (type == "Sequence") {
-    const json::value* list = member(pt, "pretokenizers");
-    if (list == nullptr || !list->is_array()) return Status::invalid_argument("pre_tokenizer Sequence has no list");
-    for (const json::value& item : list->as_array()) KOI_RETURN_IF_ERROR(read_pre_tokenizer(item, out));
-    return ok_status();
+// A pattern: {"String": "..."} or {"Regex": "..."}.
+Status read_pattern(const json::value& v, std::string_view where, std::string* pattern, bool* regex) {
+  const json::value* p = member(v, "pattern");
+  const json::value* str = p != nullptr ? member(*p, "String") : nullptr;
+  const json::value* re = p != nullptr ? member(*p, "Regex") : nullptr;
+  if (str != nullptr && str->is_string()) {
+    *pattern = std::string(str->as_string());
+    *regex = false;
+  } else if (re != nullptr && re->is_string()) {
+    *pattern = std::string(re->as_string());
+    *regex = true;
+  } else {
+    return Status::invalid_argument(std::string(where) + " has no \"pattern\" {\"String\"} or {\"Regex\"}");
   }
-  if (type == "ByteLevel") {
-    if (bool_or(member(pt, "add_prefix_space"), false)) {
-      return Status::unsupported("pre_tokenizer ByteLevel with add_prefix_space is not supported");
+  return ok_status();
+}
+
+// The members of a Sequence, or the one component.
+Result<std::vector<const json::value*>> flatten(const json::value& v, std::string_view list_key,
+                                                std::string_view component) {
+  std::vector<const json::value*> out;
+  if (string_or(member(v, "type"), "") != "Sequence") {
+    out.push_back(&v);
+    return out;
+  }
+  const json::value* list = member(v, list_key);
+  if (list == nullptr || !list->is_array()) {
+    return Status::invalid_argument(std::string(component) + " Sequence has no \"" + std::string(list_key) + "\" list");
+  }
+  for (const json::value& item : list->as_array()) {
+    KOI_ASSIGN_OR_RETURN(std::vector<const json::value*> inner, flatten(item, list_key, component));
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+Result<PrependScheme> read_prepend_scheme(const json::value& v, std::string_view component) {
+  const json::value* scheme = member(v, "prepend_scheme");
+  if (scheme == nullptr) {  // the older form: add_prefix_space
+    return bool_or(member(v, "add_prefix_space"), true) ? PrependScheme::kAlways : PrependScheme::kNever;
+  }
+  std::string s = string_or(scheme, "");
+  if (s == "always") return PrependScheme::kAlways;
+  if (s == "first") return PrependScheme::kFirst;
+  if (s == "never") return PrependScheme::kNever;
+  return Status::invalid_argument(std::string(component) + " Metaspace prepend_scheme '" + s +
+                                  "' is not one of always, first, never");
+}
+
+Status read_normalizers(const json::value& root, std::vector<NormalizerStep>* out) {
+  const json::value* n = member(root, "normalizer");
+  if (n == nullptr) return ok_status();
+  KOI_ASSIGN_OR_RETURN(std::vector<const json::value*> items, flatten(*n, "normalizers", "normalizer"));
+  for (const json::value* item : items) {
+    std::string type = string_or(member(*item, "type"), "");
+    NormalizerStep step;
+    using K = NormalizerStep::Kind;
+    if (type == "NFC") {
+      step.kind = K::kNfc;
+    } else if (type == "NFD") {
+      step.kind = K::kNfd;
+    } else if (type == "NFKC") {
+      step.kind = K::kNfkc;
+    } else if (type == "NFKD") {
+      step.kind = K::kNfkd;
+    } else if (type == "Lowercase") {
+      step.kind = K::kLowercase;
+    } else if (type == "Strip") {
+      step.kind = K::kStrip;
+      step.left = bool_or(member(*item, "strip_left"), false);
+      step.right = bool_or(member(*item, "strip_right"), false);
+    } else if (type == "Replace") {
+      step.kind = K::kReplace;
+      KOI_RETURN_IF_ERROR(read_pattern(*item, "normalizer Replace", &step.pattern, &step.regex));
+      step.content = string_or(member(*item, "content"), "");
+    } else if (type == "Prepend") {
+      step.kind = K::kPrepend;
+      step.content = string_or(member(*item, "prepend"), "");
+    } else {
+      return unsupported("normalizer", type, "NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, Prepend, Sequence");
     }
-    out->byte_level = true;
-    if (bool_or(member(pt, "use_regex"), true)) out->regexes.push_back(gpt2_regex());
-    return ok_status();
+    out->push_back(step);
   }
-  if (type == "Split") {
-    const json::value* pattern = member(pt, "pattern");
-    const json::value* regex = pattern != nullptr ? member(*pattern, "Regex") : nullptr;
-    if (regex == nullptr || !regex->is_string() || string_or(member(pt, "behavior"), "") != "Isolated" ||
-        bool_or(member(pt, "invert"), false)) {
-      return Status::unsupported("pre_tokenizer Split is supported only with a Regex pattern, "
-                                 "behavior Isolated and invert false");
+  return ok_status();
+}
+
+Result<SplitBehavior> read_behavior(const json::value& v, std::string_view component) {
+  std::string b = string_or(member(v, "behavior"), "Isolated");
+  if (b == "Removed") return SplitBehavior::kRemoved;
+  if (b == "Isolated") return SplitBehavior::kIsolated;
+  if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (b == "Contiguous") return SplitBehavior::kContiguous;
+  return Status::invalid_argument(std::string(component) + " behavior '" + b +
+                                  "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+}
+
+Status read_pre_tokenizers(const json::value& root, std::vector<PreTokenizerStep>* out) {
+  const json::value* pt = member(root, "pre_tokenizer");
+  if (pt == nullptr) return ok_status();
+  KOI_ASSIGN_OR_RETURN(std::vector<const json::value*> items, flatten(*pt, "pretokenizers", "pre_tokenizer"));
+  for (const json::value* item : items) {
+    std::string type = string_or(member(*item, "type"), "");
+    PreTokenizerStep step;
+    using K = PreTokenizerStep::Kind;
+    if (type == "Split") {
+      step.kind = K::kSplit;
+      KOI_RETURN_IF_ERROR(read_pattern(*item, "pre_tokenizer Split", &step.pattern, &step.regex));
+      KOI_ASSIGN_OR_RETURN(step.behavior, read_behavior(*item, "pre_tokenizer Split"));
+      step.invert = bool_or(member(*item, "invert"), false);
+    } else if (type == "ByteLevel") {
+      step.kind = K::kByteLevel;
+      step.add_prefix_space = bool_or(member(*item, "add_prefix_space"), false);
+      step.use_regex = bool_or(member(*item, "use_regex"), true);
+    } else if (type == "Digits") {
+      step.kind = K::kDigits;
+      step.individual_digits = bool_or(member(*item, "individual_digits"), false);
+    } else if (type == "Punctuation") {
+      step.kind = K::kPunctuation;
+      KOI_ASSIGN_OR_RETURN(step.behavior, read_behavior(*item, "pre_tokenizer Punctuation"));
+    } else if (type == "Whitespace") {
+      step.kind = K::kWhitespace;
+    } else if (type == "WhitespaceSplit") {
+      step.kind = K::kWhitespaceSplit;
+    } else if (type == "Metaspace") {
+      step.kind = K::kMetaspace;
+      step.replacement = string_or(member(*item, "replacement"), std::string(kSpaceMark));
+      KOI_ASSIGN_OR_RETURN(step.prepend_scheme, read_prepend_scheme(*item, "pre_tokenizer"));
+      step.split = bool_or(member(*item, "split"), true);
+    } else {
+      return unsupported("pre_tokenizer", type,
+                         "Split, ByteLevel, Digits, Punctuation, Whitespace, WhitespaceSplit, Metaspace, Sequence");
     }
-    out->regexes.emplace_back(regex->as_string());
-    return ok_status();
+    out->push_back(step);
   }
-  return Status::unsupported("pre_tokenizer type '" + type + "' is not supported");
+  return ok_status();
 }
 
-// Replace(" ", "▁").
-bool is_space_replace(const json::value& n) {
-  const json::value* pattern = member(n, "pattern");
-  return string_or(member(n, "type"), "") == "Replace" && pattern != nullptr &&
-         string_or(member(*pattern, "String"), "") == " " && string_or(member(n, "content"), "") == kSpaceMark;
-}
-
-// Llama 2: Sequence[Prepend("▁"), Replace(" ", "▁")].
-bool is_metaspace_normalizer(const json::value& n) {
-  const json::value* list = member(n, "normalizers");
-  if (string_or(member(n, "type"), "") != "Sequence" || list == nullptr || !list->is_array() ||
-      list->as_array().size() != 2) {
-    return false;
+Status read_decoders(const json::value& root, std::vector<DecoderStep>* out) {
+  const json::value* d = member(root, "decoder");
+  if (d == nullptr) return ok_status();
+  KOI_ASSIGN_OR_RETURN(std::vector<const json::value*> items, flatten(*d, "decoders", "decoder"));
+  for (const json::value* item : items) {
+    std::string type = string_or(member(*item, "type"), "");
+    DecoderStep step;
+    using K = DecoderStep::Kind;
+    if (type == "ByteLevel") {
+      step.kind = K::kByteLevel;
+    } else if (type == "Metaspace") {
+      step.kind = K::kMetaspace;
+      step.replacement = string_or(member(*item, "replacement"), std::string(kSpaceMark));
+      KOI_ASSIGN_OR_RETURN(step.prepend_scheme, read_prepend_scheme(*item, "decoder"));
+    } else if (type == "Replace") {
+      step.kind = K::kReplace;
+      KOI_RETURN_IF_ERROR(read_pattern(*item, "decoder Replace", &step.pattern, &step.regex));
+      step.content = string_or(member(*item, "content"), "");
+    } else if (type == "Strip") {
+      step.kind = K::kStrip;
+      step.content = string_or(member(*item, "content"), " ");
+      const json::value* start = member(*item, "start");
+      const json::value* stop = member(*item, "stop");
+      step.start = start != nullptr && start->is_int64() ? int32_t(start->as_int64()) : 0;
+      step.stop = stop != nullptr && stop->is_int64() ? int32_t(stop->as_int64()) : 0;
+    } else if (type == "Fuse") {
+      step.kind = K::kFuse;
+    } else if (type == "ByteFallback") {
+      step.kind = K::kByteFallback;
+    } else {
+      return unsupported("decoder", type, "ByteLevel, Metaspace, Replace, Strip, Fuse, ByteFallback, Sequence");
+    }
+    out->push_back(step);
   }
-  const json::value& prepend = list->as_array()[0];
-  return string_or(member(prepend, "type"), "") == "Prepend" &&
-         string_or(member(prepend, "prepend"), "") == kSpaceMark && is_space_replace(list->as_array()[1]);
+  return ok_status();
 }
 
-// Whether the post-processor is a TemplateProcessing whose single-sequence template starts
-// (at_end: ends) with a special token; returns its text.
-std::string template_special(const json::value& root, bool at_end) {
+// The TemplateProcessing of the post-processor, or nullptr; refuses other post-processors.
+Result<const json::value*> read_template(const json::value& root) {
   const json::value* pp = member(root, "post_processor");
-  if (pp == nullptr || string_or(member(*pp, "type"), "") != "TemplateProcessing") return "";
-  const json::value* single = member(*pp, "single");
-  if (single == nullptr || !single->is_array() || single->as_array().empty()) return "";
-  const json::value& item = at_end ? single->as_array().back() : single->as_array().front();
-  const json::value* special = member(item, "SpecialToken");
-  return special != nullptr ? string_or(member(*special, "id"), "") : "";
+  if (pp == nullptr) return static_cast<const json::value*>(nullptr);
+  KOI_ASSIGN_OR_RETURN(std::vector<const json::value*> items, flatten(*pp, "processors", "post_processor"));
+  const json::value* found = nullptr;
+  for (const json::value* item : items) {
+    std::string type = string_or(member(*item, "type"), "");
+    if (type == "TemplateProcessing") {
+      found = item;
+    } else if (type != "ByteLevel") {
+      return unsupported("post_processor", type, "TemplateProcessing, ByteLevel, Sequence");
+    }
+  }
+  return found;
+}
+
+// The special tokens of the single-sequence template before and after the text ("A").
+Status read_single_template(const json::value& tp, std::vector<std::string>* prefix, std::vector<std::string>* suffix) {
+  const json::value* single = member(tp, "single");
+  if (single == nullptr || !single->is_array()) {
+    return Status::invalid_argument("post_processor TemplateProcessing has no \"single\" template");
+  }
+  bool seen_text = false;
+  for (const json::value& item : single->as_array()) {
+    if (const json::value* special = member(item, "SpecialToken")) {
+      std::string id = string_or(member(*special, "id"), "");
+      (seen_text ? suffix : prefix)->push_back(id);
+    } else if (const json::value* seq = member(item, "Sequence")) {
+      if (string_or(member(*seq, "id"), "") != "A" || seen_text) {
+        return Status::invalid_argument("post_processor TemplateProcessing \"single\" holds a sequence other than one A");
+      }
+      seen_text = true;
+    }
+  }
+  if (!seen_text) return Status::invalid_argument("post_processor TemplateProcessing \"single\" has no sequence A");
+  return ok_status();
+}
+
+// The legacy fields the writers use: byte-level (a ByteLevel pre-tokenizer, its regexes), or
+// metaspace text (a Replace(" ", "▁"), with the space prefix when a Prepend("▁") goes first).
+void describe_legacy(TokenizerSpec* spec) {
+  spec->byte_level = false;
+  spec->pre_regexes.clear();
+  for (const PreTokenizerStep& step : spec->pre_tokenizers) {
+    if (step.kind == PreTokenizerStep::Kind::kByteLevel) {
+      spec->byte_level = true;
+      if (step.use_regex) spec->pre_regexes.push_back(gpt2_regex());
+    } else if (step.kind == PreTokenizerStep::Kind::kSplit && step.regex) {
+      spec->pre_regexes.push_back(step.pattern);
+    }
+  }
+  spec->add_space_prefix = false;
+  for (const NormalizerStep& step : spec->normalizers) {
+    if (step.kind == NormalizerStep::Kind::kPrepend && step.content == kSpaceMark) spec->add_space_prefix = true;
+  }
+  spec->pre = pre_tokenizer_name(spec->pre_regexes).value_or("");
+}
+
+// Model "BPE": vocab {text: id} and merges.
+Status read_bpe(const json::value& model, std::map<int64_t, std::string>* vocab_by_id, TokenizerSpec* spec) {
+  const json::value* vocab = member(model, "vocab");
+  const json::value* merges = member(model, "merges");
+  if (vocab == nullptr || !vocab->is_object() || merges == nullptr || !merges->is_array()) {
+    return Status::invalid_argument("model has no \"vocab\" object or \"merges\" array");
+  }
+  for (std::string_view key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (!string_or(member(model, key), "").empty()) {
+      return Status::unsupported("model BPE with a " + std::string(key) + " is not supported");
+    }
+  }
+  if (const json::value* dropout = member(model, "dropout"); dropout != nullptr && dropout->to_number<double>() != 0) {
+    return Status::unsupported("model BPE with dropout is not supported (it makes encoding random)");
+  }
+  for (const auto& [text, id] : vocab->as_object()) {
+    if (!id.is_int64() || id.as_int64() < 0) return Status::invalid_argument("vocab entry '" + std::string(text) + "' has no valid id");
+    (*vocab_by_id)[id.as_int64()] = std::string(text);
+  }
+  spec->kind = TokenizerKind::kBpeMerges;
+  spec->ignore_merges = bool_or(member(model, "ignore_merges"), false);
+  for (const json::value& m : merges->as_array()) {
+    if (m.is_string()) {
+      spec->merges.emplace_back(m.as_string());
+    } else if (m.is_array() && m.as_array().size() == 2 && m.as_array()[0].is_string() &&
+               m.as_array()[1].is_string()) {
+      spec->merges.push_back(std::string(m.as_array()[0].as_string()) + " " +
+                             std::string(m.as_array()[1].as_string()));
+    } else {
+      return Status::invalid_argument("merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+  }
+  return ok_status();
+}
+
+// Model "Unigram": vocab [[text, score], ...] (the index is the id), unk_id.
+Status read_unigram(const json::value& model, std::map<int64_t, std::string>* vocab_by_id,
+                    std::map<int64_t, float>* scores, std::string* unk, TokenizerSpec* spec) {
+  const json::value* vocab = member(model, "vocab");
+  if (vocab == nullptr || !vocab->is_array()) return Status::invalid_argument("model Unigram has no \"vocab\" array");
+  const json::array& entries = vocab->as_array();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const json::value& e = entries[i];
+    if (!e.is_array() || e.as_array().size() != 2 || !e.as_array()[0].is_string() || !e.as_array()[1].is_number()) {
+      return Status::invalid_argument("model Unigram vocab entry " + std::to_string(i) + " is not [text, score]");
+    }
+    (*vocab_by_id)[int64_t(i)] = std::string(e.as_array()[0].as_string());
+    (*scores)[int64_t(i)] = float(e.as_array()[1].to_number<double>());
+  }
+  if (const json::value* unk_id = member(model, "unk_id")) {
+    if (!unk_id->is_int64() || unk_id->as_int64() < 0 || size_t(unk_id->as_int64()) >= entries.size()) {
+      return Status::invalid_argument("model Unigram unk_id is not the index of a vocab entry");
+    }
+    *unk = (*vocab_by_id)[unk_id->as_int64()];
+  }
+  spec->kind = TokenizerKind::kUnigram;
+  return ok_status();
+}
+
+// The tokens add_special puts around the text: the TemplateProcessing when the file has a
+// post-processor (none when it has no template), else add_bos_token / add_eos_token.
+Status read_special_tokens(const json::value& root, const json::value& config,
+                           const std::function<std::optional<int32_t>(const std::string&)>& id_of, TokenizerSpec* spec) {
+  KOI_ASSIGN_OR_RETURN(const json::value* tp, read_template(root));
+  std::vector<std::string> prefix, suffix;
+  if (tp != nullptr) KOI_RETURN_IF_ERROR(read_single_template(*tp, &prefix, &suffix));
+  std::string bos = config_token(config, "bos_token");
+  if (bos.empty() && !prefix.empty()) bos = prefix.front();
+  spec->bos_id = id_of(bos);
+  spec->eos_id = id_of(config_token(config, "eos_token"));
+  if (member(root, "post_processor") == nullptr) {
+    spec->add_bos = bool_or(member(config, "add_bos_token"), false);
+    spec->add_eos = bool_or(member(config, "add_eos_token"), false);
+    return ok_status();
+  }
+  auto ids = [&](const std::vector<std::string>& texts, std::vector<int32_t>* out) -> Status {
+    for (const std::string& text : texts) {
+      std::optional<int32_t> id = id_of(text);
+      if (!id) return Status::invalid_argument("post_processor TemplateProcessing names '" + text + "', which is not a token");
+      out->push_back(*id);
+    }
+    return ok_status();
+  };
+  KOI_RETURN_IF_ERROR(ids(prefix, &spec->special_prefix));
+  KOI_RETURN_IF_ERROR(ids(suffix, &spec->special_suffix));
+  // As add_bos / add_eos where they say the same (what GGUF can hold).
+  spec->add_bos = spec->special_prefix.size() == 1 && spec->special_prefix[0] == spec->bos_id;
+  spec->add_eos = spec->special_suffix.size() == 1 && spec->special_suffix[0] == spec->eos_id;
+  if (spec->add_bos) spec->special_prefix.clear();
+  if (spec->add_eos) spec->special_suffix.clear();
+  return ok_status();
 }
 
 Status read_spec(const json::value& root, const json::value& config, TokenizerSpec* spec) {
   const json::value* model = member(root, "model");
   if (model == nullptr) return Status::invalid_argument("has no \"model\"");
   std::string type = string_or(member(*model, "type"), "");
-  if (type != "BPE") {
-    return Status::unsupported("model type '" + type +
-                               "' is not supported; Koi reads BPE tokenizers (Llama, Qwen, GPT-2 families)");
-  }
-  const json::value* vocab = member(*model, "vocab");
-  const json::value* merges = member(*model, "merges");
-  if (vocab == nullptr || !vocab->is_object() || merges == nullptr || !merges->is_array()) {
-    return Status::invalid_argument("model has no \"vocab\" object or \"merges\" array");
+  std::map<int64_t, std::string> vocab_by_id;
+  std::map<int64_t, float> scores;
+  std::string unk = string_or(member(*model, "unk_token"), "");
+  if (type == "BPE") {
+    KOI_RETURN_IF_ERROR(read_bpe(*model, &vocab_by_id, spec));
+  } else if (type == "Unigram") {
+    KOI_RETURN_IF_ERROR(read_unigram(*model, &vocab_by_id, &scores, &unk, spec));
+  } else {
+    return unsupported("model type", type, "BPE, Unigram");
   }
   bool byte_fallback = bool_or(member(*model, "byte_fallback"), false);
-  std::string unk = string_or(member(*model, "unk_token"), "");
 
-  std::map<int64_t, std::string> vocab_by_id;
+  // The model's unk token is an added token (matched in raw text, type unknown) only when
+  // added_tokens lists it, as in Hugging Face; otherwise it is text like any other token.
   std::map<int64_t, TokenType> types;
-  for (const auto& [text, id] : vocab->as_object()) {
-    if (!id.is_int64() || id.as_int64() < 0) return Status::invalid_argument("vocab entry '" + std::string(text) + "' has no valid id");
-    vocab_by_id[id.as_int64()] = std::string(text);
-    TokenType t = TokenType::kNormal;
-    if (byte_fallback && parse_byte_token(text) >= 0) t = TokenType::kByte;
-    if (text == unk) t = TokenType::kUnknown;
-    types[id.as_int64()] = t;
+  for (const auto& [id, text] : vocab_by_id) {
+    types[id] = byte_fallback && parse_byte_token(text) >= 0 ? TokenType::kByte : TokenType::kNormal;
   }
   if (const json::value* added = member(root, "added_tokens"); added != nullptr && added->is_array()) {
     for (const json::value& t : added->as_array()) {
@@ -173,59 +439,25 @@ Status read_spec(const json::value& root, const json::value& config, TokenizerSp
     auto it = vocab_by_id.find(i);
     spec->tokens.push_back(it != vocab_by_id.end() ? it->second : "[PAD" + std::to_string(i) + "]");
     spec->types.push_back(it != vocab_by_id.end() ? types[i] : TokenType::kUnused);
-  }
-  spec->kind = TokenizerKind::kBpeMerges;
-  spec->ignore_merges = bool_or(member(*model, "ignore_merges"), false);
-  for (const json::value& m : merges->as_array()) {
-    if (m.is_string()) {
-      spec->merges.emplace_back(m.as_string());
-    } else if (m.is_array() && m.as_array().size() == 2 && m.as_array()[0].is_string() &&
-               m.as_array()[1].is_string()) {
-      spec->merges.push_back(std::string(m.as_array()[0].as_string()) + " " +
-                             std::string(m.as_array()[1].as_string()));
-    } else {
-      return Status::invalid_argument("merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
-    }
+    if (spec->kind == TokenizerKind::kUnigram) spec->scores.push_back(scores.count(i) > 0 ? scores[i] : 0.0f);
   }
 
-  // Metaspace text: the Llama 2 normalizer, or its Replace alone (no space prefix).
-  const json::value* normalizer = member(root, "normalizer");
-  bool space_prefix = normalizer != nullptr && is_metaspace_normalizer(*normalizer);
-  bool metaspace = space_prefix || (normalizer != nullptr && is_space_replace(*normalizer));
-  if (normalizer != nullptr && !metaspace && string_or(member(*normalizer, "type"), "") != "NFC") {
-    return Status::unsupported("normalizer '" + string_or(member(*normalizer, "type"), "") +
-                               "' is not supported (supported: NFC, Llama 2 Prepend+Replace, Replace(\" \", \"" +
-                               std::string(kSpaceMark) + "\"))");
-  }
-  PreTokenizer pre;
-  if (const json::value* pt = member(root, "pre_tokenizer")) KOI_RETURN_IF_ERROR(read_pre_tokenizer(*pt, &pre));
-  if (metaspace == pre.byte_level) {
-    return Status::unsupported(metaspace ? "a metaspace normalizer with a ByteLevel pre-tokenizer is not supported"
-                                         : "neither a ByteLevel pre-tokenizer nor the Llama 2 metaspace "
-                                           "normalizer; Koi does not know how this tokenizer treats bytes");
-  }
-  spec->byte_level = pre.byte_level;
-  spec->add_space_prefix = space_prefix;
-  spec->pre = pre_tokenizer_name(pre.regexes).value_or("");
-  spec->pre_regexes = pre.regexes;
+  spec->pipeline = true;
+  KOI_RETURN_IF_ERROR(read_normalizers(root, &spec->normalizers));
+  KOI_RETURN_IF_ERROR(read_pre_tokenizers(root, &spec->pre_tokenizers));
+  KOI_RETURN_IF_ERROR(read_decoders(root, &spec->decoders));
+  describe_legacy(spec);
 
+  std::unordered_map<std::string_view, int32_t> ids;
+  for (int64_t i = n - 1; i >= 0; --i) ids[spec->tokens[i]] = int32_t(i);  // the first id wins
   auto id_of = [&](const std::string& text) -> std::optional<int32_t> {
-    if (text.empty()) return std::nullopt;
-    for (int64_t i = 0; i < n; ++i) {
-      if (spec->tokens[i] == text) return int32_t(i);
-    }
-    return std::nullopt;
+    auto it = ids.find(text);
+    if (text.empty() || it == ids.end()) return std::nullopt;
+    return it->second;
   };
-  std::string bos = config_token(config, "bos_token");
-  std::string template_bos = template_special(root, false);
-  std::string template_eos = template_special(root, true);
-  if (bos.empty()) bos = template_bos;
-  spec->bos_id = id_of(bos);
-  spec->eos_id = id_of(config_token(config, "eos_token"));
+  KOI_RETURN_IF_ERROR(read_special_tokens(root, config, id_of, spec));
   spec->unk_id = id_of(unk.empty() ? config_token(config, "unk_token") : unk);
   spec->pad_id = id_of(config_token(config, "pad_token"));
-  spec->add_bos = bool_or(member(config, "add_bos_token"), !template_bos.empty() && template_bos == bos);
-  spec->add_eos = bool_or(member(config, "add_eos_token"), !template_eos.empty());
   if (const json::value* ct = member(config, "chat_template")) {
     if (ct->is_string()) {
       spec->chat_template = std::string(ct->as_string());

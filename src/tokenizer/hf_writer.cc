@@ -198,6 +198,9 @@ Result<TokenizerSpec> sentencepiece_to_bpe(const TokenizerSpec& spec) {
 }
 
 Result<std::string> to_hf_tokenizer_json(const TokenizerSpec& input) {
+  if (input.kind == TokenizerKind::kUnigram) {
+    return Status::unsupported("writing a Unigram tokenizer is not supported; keep its own tokenizer.json");
+  }
   TokenizerSpec converted;
   if (input.kind == TokenizerKind::kSentencePiece) {
     KOI_ASSIGN_OR_RETURN(converted, sentencepiece_to_bpe(input));

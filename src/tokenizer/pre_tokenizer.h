@@ -1,11 +1,15 @@
-// PreTokenizer: the regex pre-tokenizer of byte-level BPE tokenizers (GPT-2, Llama 3,
-// Qwen2). Each regex splits every piece of the one before it into its matches and the text
-// between them (Hugging Face Split with behavior "Isolated"); the pieces are then merged
-// independently. Shared by the Tokenizer's encoder and the BPE trainer.
+// PreTokenizer: cuts normalized text into the pieces a tokenizer model merges on its own,
+// as the Hugging Face pre-tokenizers do (spec.h PreTokenizerStep: Split with a string or a
+// regex, every SplitBehavior and invert; ByteLevel; Digits; Punctuation; Whitespace;
+// WhitespaceSplit; Metaspace). Each step works on every piece the step before it made.
+// ByteLevel maps each piece's bytes to GPT-2's byte alphabet and Metaspace replaces spaces,
+// so pre_tokenize() returns strings. The byte-level BPE tokenizers Koi knows by name (GPT-2,
+// Llama 3, Qwen2) are regex Splits (behavior Isolated) followed by a ByteLevel mapping;
+// split() runs only the cutting steps, for the BPE trainer.
 //
-// Immutable after create() and cheap to copy (it shares the compiled regexes); split() is
-// safe to call from many threads at once. create() fails with a Status quoting a regex that
-// does not compile; split() never fails (a match error ends the splitting of that piece).
+// Immutable after create() and cheap to copy (it shares the compiled regexes); split() and
+// pre_tokenize() are safe to call from many threads at once. create() fails with a Status
+// quoting a regex that does not compile; splitting never fails.
 #pragma once
 
 #include <memory>
@@ -14,22 +18,34 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/spec.h"
 
 namespace koi::tokenizer {
 
 class PreTokenizer {
  public:
-  // No regexes: split() returns the text whole.
+  // Each regex a Split with behavior Isolated; no regexes: the text stays whole.
   static Result<PreTokenizer> create(const std::vector<std::string>& regexes);
+  static Result<PreTokenizer> create(const std::vector<PreTokenizerStep>& steps);
 
-  // Appends the pieces of `text` (views into it, in order, covering it exactly) to out.
+  // Appends the pieces the cutting steps make of `text` (views into it, in order; they cover
+  // it exactly unless a step removes what it matches). ByteLevel and Metaspace steps only
+  // cut here (ByteLevel by its regex when use_regex), they do not map.
   void split(std::string_view text, std::vector<std::string_view>* out) const;
+  // Appends the pieces of `text` as the model sees them. first: `text` starts the input
+  // (Metaspace prepend_scheme kFirst prepends only there).
+  void pre_tokenize(std::string_view text, bool first, std::vector<std::string>* out) const;
 
  private:
   struct Impl;
   explicit PreTokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
+
+// Cuts `text` into pieces by the [start, end) matches of a pattern, as Hugging Face's Split
+// does with `behavior` and `invert`. Exposed for tests.
+void split_by_matches(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
+                      SplitBehavior behavior, bool invert, std::vector<std::string_view>* out);
 
 // The first position at or after `from` (from >= 1) where text can be cut so that every
 // pre-tokenizer Koi knows splits the two parts exactly as it splits the whole: just after a
@@ -38,6 +54,9 @@ class PreTokenizer {
 // continue only with whitespace, Unicode spaces included, hence ASCII only), and their one
 // lookahead, (?!\S), is tried only after the newline alternative failed. text.size() when
 // there is no such position. Used to encode or count long texts in independent chunks.
+// This holds for the byte-level regex pre-tokenizers and metaspace text; other Hugging Face
+// components (a Punctuation or Strip step, a Split on another pattern) may treat the text
+// around such a cut differently from the whole.
 size_t next_safe_cut(std::string_view text, size_t from);
 
 }  // namespace koi::tokenizer

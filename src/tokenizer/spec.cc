@@ -34,6 +34,49 @@ std::optional<std::vector<std::string>> pre_tokenizer_regexes(std::string_view p
   return std::nullopt;
 }
 
+TokenizerSpec continuation_spec(TokenizerSpec spec) {
+  spec.add_space_prefix = false;
+  std::erase_if(spec.normalizers, [](const NormalizerStep& n) {
+    return n.kind == NormalizerStep::Kind::kPrepend && n.content == "\xE2\x96\x81";
+  });
+  for (PreTokenizerStep& p : spec.pre_tokenizers) {
+    p.prepend_scheme = PrependScheme::kNever;
+    p.add_prefix_space = false;
+  }
+  return spec;
+}
+
+std::string pipeline_identity(const TokenizerSpec& spec) {
+  std::string id = spec.pipeline ? "pipeline\n" : "legacy\n";
+  auto add = [&](std::string_view field) {
+    id += field;
+    id += '\0';
+  };
+  auto flag = [](bool b) { return b ? "1" : "0"; };
+  for (const NormalizerStep& n : spec.normalizers) {
+    add("n" + std::to_string(int(n.kind)) + flag(n.regex) + flag(n.left) + flag(n.right));
+    add(n.pattern);
+    add(n.content);
+  }
+  for (const PreTokenizerStep& p : spec.pre_tokenizers) {
+    add("p" + std::to_string(int(p.kind)) + flag(p.regex) + std::to_string(int(p.behavior)) + flag(p.invert) +
+        flag(p.add_prefix_space) + flag(p.use_regex) + flag(p.individual_digits) +
+        std::to_string(int(p.prepend_scheme)) + flag(p.split));
+    add(p.pattern);
+    add(p.replacement);
+  }
+  for (const DecoderStep& d : spec.decoders) {
+    add("d" + std::to_string(int(d.kind)) + flag(d.regex) + std::to_string(int(d.prepend_scheme)) + " " +
+        std::to_string(d.start) + " " + std::to_string(d.stop));
+    add(d.pattern);
+    add(d.content);
+    add(d.replacement);
+  }
+  for (int32_t t : spec.special_prefix) add("<" + std::to_string(t));
+  for (int32_t t : spec.special_suffix) add(">" + std::to_string(t));
+  return id;
+}
+
 std::optional<std::string> pre_tokenizer_name(const std::vector<std::string>& regexes) {
   if (regexes.empty()) return std::string();
   if (regexes.size() != 1) return std::nullopt;

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -104,15 +106,32 @@ struct Tokenizer::Impl {
   TextMap mergeable_to_id;
   std::array<int32_t, 256> byte_ids;  // "<0xXX>" tokens, -1 where missing
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_ranks;  // (left,right) -> (rank, merged)
-  std::optional<PreTokenizer> pre_tokenizer;  // kBpeMerges
+  // kUnigram: every token but unused ones, by text; the longest text in bytes; the score of
+  // a character no token covers (the lowest score less 10, as SentencePiece).
+  TextMap pieces;
+  size_t max_piece_len = 0;
+  double unk_score = 0;
+  std::optional<Normalizer> normalizer;       // kBpeMerges, kUnigram
+  std::optional<PreTokenizer> pre_tokenizer;  // kBpeMerges, kUnigram
+  std::optional<Decoder> decoder;
   std::array<std::vector<AddedToken>, 256> added_by_first_byte;  // longest first
   std::vector<bool> is_added;
   std::unordered_set<int32_t> eog;
 
-  void encode_text(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_text(std::string_view text, bool first, std::vector<int32_t>* out) const;
   void encode_spm(std::string_view text, bool prefixed, std::vector<int32_t>* out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_unigram(std::string_view text, std::vector<int32_t>* out) const;
   void emit_unknown(std::string_view bytes, std::vector<int32_t>* out) const;
+  // The tokens add_special puts before and after the text.
+  void add_prefix(std::vector<int32_t>* out) const {
+    out->insert(out->end(), spec.special_prefix.begin(), spec.special_prefix.end());
+    if (spec.special_prefix.empty() && spec.add_bos && spec.bos_id) out->push_back(*spec.bos_id);
+  }
+  void add_suffix(std::vector<int32_t>* out) const {
+    out->insert(out->end(), spec.special_suffix.begin(), spec.special_suffix.end());
+    if (spec.special_suffix.empty() && spec.add_eos && spec.eos_id) out->push_back(*spec.eos_id);
+  }
 };
 
 namespace {
@@ -120,6 +139,125 @@ namespace {
 std::string id_error(std::string_view field, int32_t id, size_t n) {
   return std::string(field) + " " + std::to_string(id) + " is outside the vocabulary of " +
          std::to_string(n) + " tokens";
+}
+
+// The pipeline of a spec that has none (GGUF, llama2.c, Koi's trainer): byte-level BPE is
+// its regex Splits and the ByteLevel mapping; metaspace text is Prepend("▁") (with the space
+// prefix) and Replace(" ", "▁"), decoded by Replace("▁", " "), ByteFallback, Fuse and the
+// Strip of that prefix. SentencePiece (kSentencePiece) encodes by its own rules and decodes
+// like metaspace text.
+struct Pipeline {
+  std::vector<NormalizerStep> normalizers;
+  std::vector<PreTokenizerStep> pre_tokenizers;
+  std::vector<DecoderStep> decoders;
+};
+
+NormalizerStep normalizer_step(NormalizerStep::Kind kind, std::string pattern, std::string content) {
+  NormalizerStep step;
+  step.kind = kind;
+  step.pattern = std::move(pattern);
+  step.content = std::move(content);
+  return step;
+}
+
+DecoderStep decoder_step(DecoderStep::Kind kind, std::string pattern = "", std::string content = "") {
+  DecoderStep step;
+  step.kind = kind;
+  step.pattern = std::move(pattern);
+  step.content = std::move(content);
+  return step;
+}
+
+Status derive_pipeline(const TokenizerSpec& spec, bool space_prefix, Pipeline* out) {
+  if (spec.kind == TokenizerKind::kBpeMerges && spec.byte_level) {
+    std::vector<std::string> patterns = spec.pre_regexes;
+    if (patterns.empty()) {
+      auto table = pre_tokenizer_regexes(spec.pre);
+      if (!table) {
+        return Status::unsupported("pre-tokenizer '" + spec.pre +
+                                   "' is not known to Koi (known: llama-bpe, qwen2, gpt2, default)");
+      }
+      patterns = *table;
+    }
+    for (const std::string& regex : patterns) {
+      PreTokenizerStep split;
+      split.pattern = regex;
+      split.regex = true;
+      out->pre_tokenizers.push_back(split);
+    }
+    PreTokenizerStep byte_level;
+    byte_level.kind = PreTokenizerStep::Kind::kByteLevel;
+    byte_level.use_regex = false;
+    out->pre_tokenizers.push_back(byte_level);
+    out->decoders.push_back(decoder_step(DecoderStep::Kind::kByteLevel));
+    return ok_status();
+  }
+  if (space_prefix) {
+    out->normalizers.push_back(normalizer_step(NormalizerStep::Kind::kPrepend, "", std::string(kSpaceMark)));
+  }
+  out->normalizers.push_back(normalizer_step(NormalizerStep::Kind::kReplace, " ", std::string(kSpaceMark)));
+  out->decoders.push_back(decoder_step(DecoderStep::Kind::kReplace, std::string(kSpaceMark), " "));
+  out->decoders.push_back(decoder_step(DecoderStep::Kind::kByteFallback));
+  out->decoders.push_back(decoder_step(DecoderStep::Kind::kFuse));
+  if (space_prefix) {
+    DecoderStep strip = decoder_step(DecoderStep::Kind::kStrip, "", " ");
+    strip.start = 1;
+    out->decoders.push_back(strip);
+  }
+  return ok_status();
+}
+
+// kUnigram tables: the pieces the lattice is built from and the score of an unknown
+// character.
+void build_unigram(const TokenizerSpec& spec, TextMap* pieces, size_t* max_len, double* unk_score) {
+  double min_score = 0;
+  for (size_t i = 0; i < spec.tokens.size(); ++i) {
+    min_score = std::min(min_score, double(spec.scores[i]));
+    // Special tokens are matched as added tokens, never inside text.
+    TokenType type = spec.types[i];
+    if (type == TokenType::kUnused || type == TokenType::kControl || type == TokenType::kUnknown) continue;
+    if (spec.tokens[i].empty()) continue;
+    pieces->emplace(spec.tokens[i], int32_t(i));
+    *max_len = std::max(*max_len, spec.tokens[i].size());
+  }
+  *unk_score = min_score - 10.0;
+}
+
+// The pieces (start, id) of the segmentation of `text` whose token scores sum highest:
+// Viterbi over the character lattice. Ties keep the first best path found (shorter pieces
+// are tried first from each start), as Hugging Face. A character no token starts with is
+// an unknown piece (id -1) of score unk_score.
+std::vector<std::pair<size_t, int32_t>> best_segmentation(std::string_view text, const TextMap& pieces,
+                                                          size_t max_piece_len, const std::vector<float>& scores,
+                                                          double unk_score) {
+  struct Best {
+    double score = 0;
+    int64_t start = -1;  // -1: not reached
+    int32_t id = -1;     // -1: an unknown piece
+  };
+  const size_t n = text.size();
+  std::vector<Best> best(n + 1);
+  best[0].start = 0;
+  auto offer = [&](size_t from, size_t to, double score, int32_t id) {
+    double candidate = best[from].score + score;
+    if (best[to].start < 0 || candidate > best[to].score) best[to] = {candidate, int64_t(from), id};
+  };
+  for (size_t pos = 0; pos < n; pos += utf8_piece_len(text, pos)) {
+    if (best[pos].start < 0) continue;
+    const size_t char_len = utf8_piece_len(text, pos);
+    bool has_single = false;
+    for (size_t len = char_len; len <= max_piece_len && pos + len <= n; len += utf8_piece_len(text, pos + len)) {
+      auto it = pieces.find(text.substr(pos, len));
+      if (it == pieces.end()) continue;
+      offer(pos, pos + len, scores[it->second], it->second);
+      has_single = has_single || len == char_len;
+    }
+    if (!has_single) offer(pos, pos + char_len, unk_score, -1);
+  }
+  std::vector<std::pair<size_t, int32_t>> path;
+  for (size_t end = n; end > 0; end = size_t(best[end].start)) path.emplace_back(size_t(best[end].start), best[end].id);
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 }  // namespace
@@ -133,8 +271,9 @@ Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
     return Status::invalid_argument("tokenizer has " + std::to_string(n) + " tokens but " +
                                     std::to_string(spec.types.size()) + " token types");
   }
-  if (spec.kind == TokenizerKind::kSentencePiece && spec.scores.size() != n) {
-    return Status::invalid_argument("SentencePiece tokenizer has " + std::to_string(n) +
+  if (spec.kind != TokenizerKind::kBpeMerges && spec.scores.size() != n) {
+    return Status::invalid_argument(std::string(spec.kind == TokenizerKind::kUnigram ? "Unigram" : "SentencePiece") +
+                                    " tokenizer has " + std::to_string(n) +
                                     " tokens but " + std::to_string(spec.scores.size()) + " scores");
   }
   for (auto [field, id] : {std::pair{"bos_id", spec.bos_id}, {"eos_id", spec.eos_id},
@@ -206,19 +345,24 @@ Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
       uint64_t key = (uint64_t(uint32_t(l->second)) << 32) | uint32_t(r->second);
       impl->merge_ranks.emplace(key, std::pair{int32_t(rank), m->second});
     }
-    std::vector<std::string> patterns = spec.pre_regexes;
-    if (patterns.empty() && spec.byte_level) {
-      auto table = pre_tokenizer_regexes(spec.pre);
-      if (!table) {
-        return Status::unsupported("pre-tokenizer '" + spec.pre +
-                                   "' is not known to Koi (known: llama-bpe, qwen2, gpt2, default)");
-      }
-      patterns = *table;
-    }
-    KOI_ASSIGN_OR_RETURN(impl->pre_tokenizer, PreTokenizer::create(patterns));
   }
   impl->space_prefix = spec.add_space_prefix &&
                        (spec.kind == TokenizerKind::kSentencePiece || !spec.byte_level);
+  Pipeline pipeline{spec.normalizers, spec.pre_tokenizers, spec.decoders};
+  if (!spec.pipeline) KOI_RETURN_IF_ERROR(derive_pipeline(spec, impl->space_prefix, &pipeline));
+  if (spec.kind == TokenizerKind::kUnigram) {
+    if (!spec.pipeline) return Status::invalid_argument("a Unigram tokenizer needs its Hugging Face pipeline");
+    build_unigram(spec, &impl->pieces, &impl->max_piece_len, &impl->unk_score);
+  }
+  KOI_ASSIGN_OR_RETURN(impl->normalizer, Normalizer::create(pipeline.normalizers));
+  KOI_ASSIGN_OR_RETURN(impl->pre_tokenizer, PreTokenizer::create(pipeline.pre_tokenizers));
+  KOI_ASSIGN_OR_RETURN(impl->decoder, Decoder::create(pipeline.decoders));
+  for (int32_t id : spec.special_prefix) {
+    if (id < 0 || size_t(id) >= n) return Status::invalid_argument(id_error("special_prefix id", id, n));
+  }
+  for (int32_t id : spec.special_suffix) {
+    if (id < 0 || size_t(id) >= n) return Status::invalid_argument(id_error("special_suffix id", id, n));
+  }
   impl->spec = std::move(spec);
   return Tokenizer(std::move(impl));
 }
@@ -287,7 +431,7 @@ void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>* ou
     if (s.len == 0) continue;
     if (s.id >= 0) {
       out->push_back(s.id);
-    } else if (spec.byte_level) {
+    } else if (spec.byte_level && !spec.pipeline) {
       if (spec.unk_id) out->push_back(*spec.unk_id);
     } else {
       emit_unknown(text.substr(s.start, s.len), out);
@@ -295,31 +439,46 @@ void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>* ou
   }
 }
 
-// One piece of raw text between added tokens.
-void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>* out) const {
+// SentencePiece unigram: the best-scoring segmentation of `text`; adjacent unknown pieces
+// fuse, then fall back to byte tokens or <unk>.
+void Tokenizer::Impl::encode_unigram(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<std::pair<size_t, int32_t>> path = best_segmentation(text, pieces, max_piece_len, spec.scores, unk_score);
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i].second >= 0) {
+      out->push_back(path[i].second);
+      continue;
+    }
+    size_t last = i;
+    while (last + 1 < path.size() && path[last + 1].second < 0) ++last;
+    size_t stop = last + 1 < path.size() ? path[last + 1].first : text.size();
+    emit_unknown(text.substr(path[i].first, stop - path[i].first), out);
+    i = last;
+  }
+}
+
+// One piece of raw text between added tokens; first: it starts the input.
+void Tokenizer::Impl::encode_text(std::string_view text, bool first, std::vector<int32_t>* out) const {
   if (spec.kind == TokenizerKind::kSentencePiece) {
     std::string prefixed = space_prefix ? " " + std::string(text) : std::string(text);
     encode_spm(prefixed, space_prefix, out);
     return;
   }
-  if (!spec.byte_level) {
-    encode_bpe((space_prefix ? std::string(kSpaceMark) : "") + replace_all(text, " ", kSpaceMark), out);
-    return;
-  }
-  std::vector<std::string_view> pieces;
-  pre_tokenizer->split(text, &pieces);
-  std::string mapped;
-  for (std::string_view piece : pieces) {
-    mapped.clear();
-    append_byte_level(piece, &mapped);
-    encode_bpe(mapped, out);
+  std::string normalized = normalizer->normalize(text);
+  std::vector<std::string> pieces;
+  pre_tokenizer->pre_tokenize(normalized, first, &pieces);
+  for (const std::string& piece : pieces) {
+    if (spec.kind == TokenizerKind::kUnigram) {
+      encode_unigram(piece, out);
+    } else {
+      encode_bpe(piece, out);
+    }
   }
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& im = *impl_;
   std::vector<int32_t> out;
-  if (add_special && im.spec.add_bos && im.spec.bos_id) out.push_back(*im.spec.bos_id);
+  if (add_special) im.add_prefix(&out);
   size_t start = 0;  // of the raw text not yet encoded
   size_t pos = 0;
   while (pos < text.size()) {
@@ -338,7 +497,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     if (match->lstrip) {
       while (end > start && is_space(text[end - 1])) --end;
     }
-    if (end > start) im.encode_text(text.substr(start, end - start), &out);
+    if (end > start) im.encode_text(text.substr(start, end - start), start == 0, &out);
     out.push_back(match->id);
     pos += match->text.size();
     if (match->rstrip) {
@@ -346,8 +505,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
     start = pos;
   }
-  if (start < text.size()) im.encode_text(text.substr(start), &out);
-  if (add_special && im.spec.add_eos && im.spec.eos_id) out.push_back(*im.spec.eos_id);
+  if (start < text.size()) im.encode_text(text.substr(start), start == 0, &out);
+  if (add_special) im.add_suffix(&out);
   return out;
 }
 
@@ -363,20 +522,15 @@ void Tokenizer::append_piece(int32_t id, int32_t prev, bool skip_special, std::s
       if (!skip_special) *out += text;
       return;
     case TokenType::kNormal:
+    case TokenType::kUserDefined:
       break;
     default:
       *out += text;
       return;
   }
-  if (im.spec.kind == TokenizerKind::kBpeMerges && im.spec.byte_level) {
-    append_byte_level_decoded(text, out);
-    return;
-  }
-  std::string piece = replace_all(text, kSpaceMark, " ");
-  // The encoder put a space before every piece of raw text; take it back.
+  // The encoder started a piece of raw text here (where a space prefix went).
   bool at_text_start = prev < 0 || (prev < n_vocab() && im.is_added[prev]);
-  if (im.space_prefix && at_text_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-  *out += piece;
+  im.decoder->decode_piece(text, at_text_start, out);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {

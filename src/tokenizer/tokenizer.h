@@ -1,11 +1,15 @@
-// Tokenizer: text <-> token ids for the Llama family, built from a TokenizerSpec.
+// Tokenizer: text <-> token ids, built from a TokenizerSpec.
 //
-// Two algorithms: SentencePiece-style BPE by scores with byte fallback (llama2.c, GGUF
-// "llama"; reproduces llama2.c's encode() exactly), and BPE by merge rank (GGUF "gpt2",
-// HF model type "BPE"), either byte-level behind a regex pre-tokenizer (GPT-2, Llama 3,
-// Qwen2/3) or on metaspace text with byte fallback (HF Llama 2 tokenizer.json).
-// Added tokens are cut out of the raw text first, longest match first: user-defined ones
-// always, special ones (control, unknown) only when encode() is asked to parse specials.
+// Three models: SentencePiece-style BPE by scores with byte fallback (llama2.c, GGUF
+// "llama"; reproduces llama2.c's encode() exactly), BPE by merge rank (GGUF "gpt2", HF model
+// type "BPE"), and SentencePiece unigram (HF "Unigram": the best-scoring segmentation). Text
+// reaches the merge-rank and unigram models through a Hugging Face pipeline: normalizer,
+// pre-tokenizer and, on the way back, decoder (normalizer.h, pre_tokenizer.h, decoder.h);
+// specs without one (GGUF, llama2.c) get the pipeline their fields describe: byte-level BPE
+// behind a regex pre-tokenizer (GPT-2, Llama 3, Qwen2/3), or metaspace text with byte
+// fallback (HF Llama 2 tokenizer.json). Added tokens are cut out of the raw text first,
+// longest match first: user-defined ones always, special ones (control, unknown) only when
+// encode() is asked to parse specials.
 //
 // A Tokenizer is immutable after create() and cheap to copy (it shares its tables); encode
 // and decode are safe to call from many threads at once. create() fails with a Status
@@ -30,7 +34,8 @@ class Tokenizer {
  public:
   static Result<Tokenizer> create(TokenizerSpec spec);
 
-  // add_special: add BOS/EOS as the spec says. parse_special: turn the text of special
+  // add_special: add the special tokens the spec puts around a text (BOS/EOS, or a
+  // TemplateProcessing's). parse_special: turn the text of special
   // tokens ("<|begin_of_text|>", "<s>") into their ids instead of tokenizing it as text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
   // The bytes the tokens stand for (possibly invalid UTF-8 when the ids cut a character).

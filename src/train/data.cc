@@ -104,6 +104,7 @@ std::string tokenizer_identity(const tokenizer::TokenizerSpec& spec) {
   add(std::to_string(spec.byte_level) + std::to_string(spec.ignore_merges) + std::to_string(spec.add_space_prefix));
   add(spec.pre);
   for (const std::string& regex : spec.pre_regexes) add(regex);
+  add(tokenizer::pipeline_identity(spec));
   add("tokens");
   for (const std::string& token : spec.tokens) add(token);
   for (tokenizer::TokenType type : spec.types) id += static_cast<char>(type);

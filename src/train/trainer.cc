@@ -108,8 +108,7 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
     encode = [vocab](std::string_view text, bool) { return vocab.encode(text); };
   } else {
     // A chunk that continues a text gets no SentencePiece space prefix, as in one encode().
-    tokenizer::TokenizerSpec continued = *state.tokenizer;
-    continued.add_space_prefix = false;
+    tokenizer::TokenizerSpec continued = tokenizer::continuation_spec(*state.tokenizer);
     KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer first, tokenizer::Tokenizer::create(*state.tokenizer));
     KOI_ASSIGN_OR_RETURN(tokenizer::Tokenizer rest, tokenizer::Tokenizer::create(std::move(continued)));
     identity = tokenizer_identity(*state.tokenizer);
