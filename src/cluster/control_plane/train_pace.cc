@@ -67,7 +67,7 @@ std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps) {
   std::vector<double> recent, usual;
   for (int i = 0; i < n; ++i) (i < n - kPaceWindow ? usual : recent).push_back(steps[i].step_ms);
   const double recent_ms = median(recent), usual_ms = median(usual);
-  if (usual_ms <= 0 || recent_ms <= kSlowRatio * usual_ms) return std::nullopt;
+  if (usual_ms <= 0 || recent_ms <= kSlowRatio * usual_ms || recent_ms - usual_ms < kSlowMinExtraMs) return std::nullopt;
   return Slowdown{recent_ms, usual_ms, steps[n - kPaceWindow].step, steps.back().step, n - kPaceWindow};
 }
 

@@ -4,8 +4,10 @@
 //   Straggler     one rank's step time above kStragglerRatio x the median of all ranks in each
 //                 of the last kPaceWindow steps: names the rank and its slowdown
 //   SlowProgress  the median step_ms of the last kPaceWindow steps above kSlowRatio x the
-//                 median of the job's earlier steps (at least kPaceHistory of them): step time
-//                 against its own history
+//                 median of the job's earlier steps (at least kPaceHistory of them), and at
+//                 least kSlowMinExtraMs more: step time against its own history (a few ms of
+//                 scheduling noise on millisecond steps, a resumed run's first steps, are not
+//                 a slowdown)
 // Pure functions over text; the reconciler reads the file's last kPaceTailBytes.
 #pragma once
 
@@ -18,6 +20,7 @@ namespace koi::cluster {
 
 constexpr double kStragglerRatio = 1.5;
 constexpr double kSlowRatio = 3.0;
+constexpr double kSlowMinExtraMs = 50.0;
 constexpr int kPaceWindow = 5;
 constexpr int kPaceHistory = 10;
 constexpr int64_t kPaceTailBytes = 16 * 1024;  // ~120 steps of a 2-rank run

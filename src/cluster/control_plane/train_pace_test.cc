@@ -51,16 +51,17 @@ TEST(TrainPace, ARankSlowForTheWholeWindowIsAStraggler) {
 }
 
 TEST(TrainPace, AWindowFarSlowerThanTheJobsOwnHistoryIsASlowdown) {
-  std::optional<Slowdown> s = find_slowdown(parse_pace(lines(1, 20, 10.0) + lines(21, 5, 45.0)));
+  std::optional<Slowdown> s = find_slowdown(parse_pace(lines(1, 20, 10.0) + lines(21, 5, 75.0)));
   ASSERT_TRUE(s.has_value());
-  EXPECT_DOUBLE_EQ(s->recent_ms, 45.0);
+  EXPECT_DOUBLE_EQ(s->recent_ms, 75.0);
   EXPECT_DOUBLE_EQ(s->usual_ms, 10.0);
   EXPECT_EQ(s->history, 20);
   EXPECT_EQ(s->first_step, 21);
   EXPECT_EQ(s->last_step, 25);
-  EXPECT_EQ(s->message().substr(0, 62), "steps 21-25 took 45.0 ms each (median), 4.5x the job's own 10.")
+  EXPECT_EQ(s->message().substr(0, 62), "steps 21-25 took 75.0 ms each (median), 7.5x the job's own 10.")
       << s->message();
   EXPECT_FALSE(find_slowdown(parse_pace(lines(1, 20, 10.0) + lines(21, 5, 29.0))));  // 2.9x: not slow enough
+  EXPECT_FALSE(find_slowdown(parse_pace(lines(1, 20, 2.0) + lines(21, 5, 40.0))));   // 20x but 38 ms: noise
   EXPECT_FALSE(find_slowdown(parse_pace(lines(1, 9, 10.0) + lines(10, 5, 45.0))));   // 9 steps: too little history
 }
 
