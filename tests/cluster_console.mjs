@@ -88,6 +88,17 @@ async function alpha(browser) {
   ok('the job\'s events: ' + events.join(', '));
   await shot('console-loss-curve.png');
 
+  // A diagnosis: the segfaulting job's row says Failed, and its events name Crashed and SIGSEGV.
+  await page.click('tr[data-job="segfaults"]');
+  const crashed = await waitFor('the Crashed diagnosis in the job\'s events', () =>
+    [...document.querySelectorAll('#job-events tbody tr')].map((r) => [r.children[2].textContent, r.children[3].textContent])
+      .find(([reason]) => reason === 'Crashed')?.[1]);
+  check(/SIGSEGV/.test(crashed), 'the Crashed event names the signal: ' + crashed);
+  const crashedPhase = await page.textContent('tr[data-job="segfaults"] td.phase');
+  check(crashedPhase === 'Failed', 'the segfaulting job is Failed: ' + crashedPhase);
+  ok('the segfaulting job: Failed, Crashed: ' + crashed.split('\n')[0]);
+  await shot('console-crashed.png');
+
   // The deployment while idle: the charts have points, no request per second, no latency.
   const card = '.deployment[data-deployment="stories"]';
   await waitFor('the deployment\'s charts', (c) => Number(document.querySelector(`${c} svg[data-chart="qps"]`)?.dataset.points) >= 2, card);

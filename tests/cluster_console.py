@@ -4,7 +4,8 @@ by playwright-core from npm (tests/cluster_console.mjs), against `koi cluster se
 official openai npm client (tests/cluster_deploy_harness.py), and two tenants.
 
 In the browser: alpha logs in with its token and sees its jobs; the training job's loss curve
-grows between two readings; the job that waits for quota shows plan()'s reason, and its cancel
+grows between two readings; a segfaulting job shows Failed and its Crashed (SIGSEGV) diagnosis;
+the job that waits for quota shows plan()'s reason, and its cancel
 arrives over the watch stream; the deployment's QPS and latency charts are flat while idle and
 move once load starts; beta's token
 sees beta's job and none of alpha's (and alpha's job by its address says not found); an unknown
@@ -90,6 +91,10 @@ def run(env):
     submit(env, BETA_TOKEN, "beta-secret", {"command": ["sleep", "600"], "resources": {"cpu": 0.1, "memoryMiB": 64}})
     env.wait("stories", lambda d: d["status"]["phase"] == "Available", "the deployment available", 90)
     env.cp.wait_phase(TOKEN, "train-loss", ["Running"])
+    # A diagnosis the console must show: a command that segfaults ends Failed, Crashed (SIGSEGV).
+    submit(env, TOKEN, "segfaults", {"command": ["python3", "-c", "import ctypes; ctypes.string_at(0)"],
+                                     "restartPolicy": {"maxRestarts": 0}, "resources": {"cpu": 0.1, "memoryMiB": 64}})
+    env.cp.wait_phase(TOKEN, "segfaults", ["Failed"])
     # The serving queue holds 8 cores: the replica and the trainer take 2, so 7 more must wait.
     submit(env, TOKEN, "waits-for-quota", {"command": ["sleep", "600"], "resources": {"cpu": 7, "memoryMiB": 64}})
     pending = wait_for("a reason on the waiting job",
