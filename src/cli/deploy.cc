@@ -30,17 +30,6 @@ const json::value* at(const json::value& v, std::initializer_list<const char*> p
   return cur;
 }
 
-std::string str(const json::value& v, std::initializer_list<const char*> path) {
-  const json::value* cur = at(v, path);
-  if (!cur) return "";
-  if (cur->is_string()) return std::string(cur->as_string());
-  if (cur->is_int64()) return std::to_string(cur->as_int64());
-  if (cur->is_uint64()) return std::to_string(cur->as_uint64());
-  if (cur->is_double()) return fmt::format("{:g}", cur->as_double());
-  if (cur->is_bool()) return cur->as_bool() ? "true" : "false";
-  return "";
-}
-
 std::string path_of(const std::string& ns) { return "/apis/v1/namespaces/" + ns + "/deployments"; }
 
 struct Session {
@@ -66,7 +55,7 @@ std::string versions_of(const json::value& d) {
   if (!vs || !vs->is_array()) return out;
   for (const json::value& v : vs->as_array()) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("v{}: {}/{} ready, {}%", str(v, {"version"}), str(v, {"ready"}), str(v, {"replicas"}), str(v, {"weight"}));
+    out += fmt::format("v{}: {}/{} ready, {}%", json_text(v, {"version"}), json_text(v, {"ready"}), json_text(v, {"replicas"}), json_text(v, {"weight"}));
   }
   return out;
 }
@@ -79,35 +68,35 @@ int run_apply(const DeployFlags& f) {
   auto d = s.client->call("POST", path_of(s.ns), *text);
   if (!d.ok()) return fail(f.file + ": " + d.status().message());
   if (*print_structured(*d, f.cluster.output)) return 0;
-  std::printf("deployment/%s applied in %s (model %s, route %s)\n", str(*d, {"metadata", "name"}).c_str(), s.ns.c_str(),
-              str(*d, {"spec", "model"}).c_str(), str(*d, {"spec", "route"}).c_str());
+  std::printf("deployment/%s applied in %s (model %s, route %s)\n", json_text(*d, {"metadata", "name"}).c_str(), s.ns.c_str(),
+              json_text(*d, {"spec", "model"}).c_str(), json_text(*d, {"spec", "route"}).c_str());
   return 0;
 }
 
 void print_one(const json::value& d, const json::value& events) {
-  std::printf("Name:        %s\n", str(d, {"metadata", "name"}).c_str());
-  std::printf("Namespace:   %s\n", str(d, {"metadata", "namespace"}).c_str());
-  std::printf("Model:       %s -> v%s (%s)\n", str(d, {"spec", "model"}).c_str(), str(d, {"status", "version"}).c_str(),
-              str(d, {"status", "artifact"}).c_str());
-  std::printf("Route:       %s\n", str(d, {"spec", "route"}).c_str());
-  std::printf("Replicas:    %s desired (min %s, max %s); %s\n", str(d, {"status", "desiredReplicas"}).c_str(),
-              str(d, {"spec", "replicas", "min"}).c_str(), str(d, {"spec", "replicas", "max"}).c_str(),
-              str(d, {"status", "autoscale", "message"}).c_str());
-  std::printf("Phase:       %s (%s)\n", str(d, {"status", "phase"}).c_str(), str(d, {"status", "reason"}).c_str());
-  std::printf("Message:     %s\n", str(d, {"status", "message"}).c_str());
+  std::printf("Name:        %s\n", json_text(d, {"metadata", "name"}).c_str());
+  std::printf("Namespace:   %s\n", json_text(d, {"metadata", "namespace"}).c_str());
+  std::printf("Model:       %s -> v%s (%s)\n", json_text(d, {"spec", "model"}).c_str(), json_text(d, {"status", "version"}).c_str(),
+              json_text(d, {"status", "artifact"}).c_str());
+  std::printf("Route:       %s\n", json_text(d, {"spec", "route"}).c_str());
+  std::printf("Replicas:    %s desired (min %s, max %s); %s\n", json_text(d, {"status", "desiredReplicas"}).c_str(),
+              json_text(d, {"spec", "replicas", "min"}).c_str(), json_text(d, {"spec", "replicas", "max"}).c_str(),
+              json_text(d, {"status", "autoscale", "message"}).c_str());
+  std::printf("Phase:       %s (%s)\n", json_text(d, {"status", "phase"}).c_str(), json_text(d, {"status", "reason"}).c_str());
+  std::printf("Message:     %s\n", json_text(d, {"status", "message"}).c_str());
   std::printf("Versions:    %s\n", versions_of(d).c_str());
   if (at(d, {"status", "lastRollback"})) {
-    std::printf("Rolled back: v%s -> v%s at %s: %s%s (since %s)\n", str(d, {"status", "lastRollback", "fromVersion"}).c_str(),
-                str(d, {"status", "lastRollback", "toVersion"}).c_str(), str(d, {"status", "lastRollback", "time"}).c_str(),
-                str(d, {"status", "lastRollback", "slo"}).empty() ? "" : (str(d, {"status", "lastRollback", "slo"}) + ": ").c_str(),
-                str(d, {"status", "lastRollback", "message"}).c_str(), str(d, {"status", "lastRollback", "since"}).c_str());
+    std::printf("Rolled back: v%s -> v%s at %s: %s%s (since %s)\n", json_text(d, {"status", "lastRollback", "fromVersion"}).c_str(),
+                json_text(d, {"status", "lastRollback", "toVersion"}).c_str(), json_text(d, {"status", "lastRollback", "time"}).c_str(),
+                json_text(d, {"status", "lastRollback", "slo"}).empty() ? "" : (json_text(d, {"status", "lastRollback", "slo"}) + ": ").c_str(),
+                json_text(d, {"status", "lastRollback", "message"}).c_str(), json_text(d, {"status", "lastRollback", "since"}).c_str());
   }
   std::vector<std::vector<std::string>> rows{{"  REPLICA", "VERSION", "URL", "READY", "STATE"}};
   if (const json::value* reps = at(d, {"status", "replicas"}); reps && reps->is_array()) {
     for (const json::value& r : reps->as_array()) {
-      const std::string state = str(r, {"draining"}) == "true" ? "draining" : !str(r, {"waiting"}).empty() ? str(r, {"waiting"})
-                              : str(r, {"registered"}) == "true" ? "serving" : "starting";
-      rows.push_back({"  " + str(r, {"job"}), "v" + str(r, {"version"}), str(r, {"url"}), str(r, {"ready"}), state});
+      const std::string state = json_text(r, {"draining"}) == "true" ? "draining" : !json_text(r, {"waiting"}).empty() ? json_text(r, {"waiting"})
+                              : json_text(r, {"registered"}) == "true" ? "serving" : "starting";
+      rows.push_back({"  " + json_text(r, {"job"}), "v" + json_text(r, {"version"}), json_text(r, {"url"}), json_text(r, {"ready"}), state});
     }
   }
   print_table(rows);
@@ -115,7 +104,7 @@ void print_one(const json::value& d, const json::value& events) {
   std::vector<std::vector<std::string>> ev{{"  TIME", "TYPE", "REASON", "MESSAGE"}};
   if (const json::value* items = at(events, {"items"}); items && items->is_array()) {
     for (const json::value& e : items->as_array()) {
-      ev.push_back({"  " + str(e, {"time"}), str(e, {"type"}), str(e, {"reason"}), str(e, {"message"})});
+      ev.push_back({"  " + json_text(e, {"time"}), json_text(e, {"type"}), json_text(e, {"reason"}), json_text(e, {"message"})});
     }
   }
   print_table(ev);
@@ -143,10 +132,10 @@ int run_status(const DeployFlags& f) {
   std::vector<std::vector<std::string>> rows{{"NAME", "MODEL", "VERSION", "ROUTE", "REPLICAS", "PHASE", "AGE", "VERSIONS", "MESSAGE"}};
   for (const json::value& d : list->at("items").as_array()) {
     const json::value* t = at(d, {"metadata", "creationTime"});
-    rows.push_back({str(d, {"metadata", "name"}), str(d, {"spec", "model"}), "v" + str(d, {"status", "version"}),
-                    str(d, {"spec", "route"}), str(d, {"status", "desiredReplicas"}), str(d, {"status", "phase"}),
+    rows.push_back({json_text(d, {"metadata", "name"}), json_text(d, {"spec", "model"}), "v" + json_text(d, {"status", "version"}),
+                    json_text(d, {"spec", "route"}), json_text(d, {"status", "desiredReplicas"}), json_text(d, {"status", "phase"}),
                     age_of(t && t->is_number() ? t->to_number<double>() : now, now), versions_of(d),
-                    str(d, {"status", "message"})});
+                    json_text(d, {"status", "message"})});
   }
   print_table(rows);
   return 0;
@@ -160,7 +149,7 @@ int run_rollback(const DeployFlags& f) {
   if (*print_structured(*d, f.cluster.output)) return 0;
   const bool rolling = at(*d, {"status", "rollout"}) != nullptr;
   std::printf("deployment/%s: rollback requested (%s); follow it with koi deploy status %s\n", f.name.c_str(),
-              rolling ? "the rollout in progress is abandoned" : ("back to v" + str(*d, {"status", "previousVersion"})).c_str(),
+              rolling ? "the rollout in progress is abandoned" : ("back to v" + json_text(*d, {"status", "previousVersion"})).c_str(),
               f.name.c_str());
   return 0;
 }
