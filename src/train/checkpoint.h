@@ -41,6 +41,10 @@ struct TrainState {
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
   std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
+  // The device mesh that saved it ("dp=2 tp=2 pp=1 ep=1"; mesh.h), recorded in state.json's
+  // "layout" beside "tensors": "full": a checkpoint always holds whole tensors (the ranks'
+  // shards are gathered at save and sliced at load), so it resumes under any mesh.
+  std::string mesh = "dp=1 tp=1 pp=1 ep=1";
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).

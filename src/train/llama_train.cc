@@ -467,6 +467,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     // x_mid = x_in + attn_out Wo^T   (N, C)
     linear_forward(pool_, a.x_mid.data(), a.attn_out.data(), L.wo, nullptr, N, QD, C);
     lora_forward(l, LoraTarget::kO, a.attn_out.data(), a.x_mid.data(), N);
+    tp_allreduce(a.x_mid.data(), N * C, "tp allreduce attention output");  // row-parallel o_proj
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
@@ -488,6 +489,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     });
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
+    tp_allreduce(x_next, N * C, "tp allreduce mlp output");  // row-parallel down_proj
     add_into(x_next, a.x_mid.data(), N * C);
   }
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
@@ -578,6 +580,7 @@ void LlamaTrain::backward(float loss_scale) {
       linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
       lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
       lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
+      tp_allreduce(dxn_.data(), N * C, "tp allreduce mlp input grad");  // column-parallel gate/up
     }
     rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
 
@@ -605,12 +608,18 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kQ, a.xn1.data(), dq_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kK, a.xn1.data(), dk_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
+    tp_allreduce(dxn_.data(), N * C, "tp allreduce attention input grad");  // column-parallel q/k/v
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
   }
   // Embedding: d token_embd[inputs[n]] += dx[n]
   if (g.token_embd != nullptr) {
     for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
   }
+}
+
+void LlamaTrain::tp_allreduce(float* x, int64_t n, const char* what) {
+  if (tp_ == nullptr || tp_->size() == 1 || !tp_status_.ok()) return;
+  tp_status_ = tp_->allreduce_sum(x, n, what);
 }
 
 void LlamaTrain::lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N) {

@@ -27,6 +27,7 @@
 #include "base/trace.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "train/collectives.h"
 #include "train/lora.h"
 #include "train/moe_train.h"
 #include "train/param_tensor.h"
@@ -98,6 +99,12 @@ class LlamaTrain {
   // Records a span per layer ("layer L") and for the head ("head") inside forward() and
   // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
+  // Tensor parallelism (tensor_parallel.h): this model is one rank's shard (its config is the
+  // shard's) and tp (which must outlive it) sums the row-parallel outputs in forward() and the
+  // column-parallel inputs' gradients in backward(). A failed collective is kept in
+  // parallel_status() (check it after forward() and backward()); later ones are skipped.
+  void set_tensor_parallel(Communicator* tp) { tp_ = tp; }
+  const Status& parallel_status() const { return tp_status_; }
 
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
@@ -107,10 +114,14 @@ class LlamaTrain {
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
   void lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N);
   void lora_backward(int layer, LoraTarget target, const float* x, const float* dy, float* dx, int64_t N);
+  // Sums x over the tensor-parallel ranks (nothing without them).
+  void tp_allreduce(float* x, int64_t n, const char* what);
 
   model::ModelConfig config_;
   ThreadPool* pool_;
   trace::Recorder* trace_ = nullptr;
+  Communicator* tp_ = nullptr;
+  Status tp_status_;
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::optional<LoraAdapters> lora_;

@@ -2,7 +2,10 @@
 // wall time to TrainMetrics' koi_train_collective_seconds_total{collective} and one to
 // koi_train_collectives_total{collective}, collective being the kind (allreduce, allgather,
 // broadcast, barrier; the per-call names such as "allreduce grads bucket 3" would make a
-// series per bucket). Not thread-safe, like every Communicator.
+// series per bucket), and the bytes this rank handed to it to koi_train_collective_bytes_total
+// {collective} (the payload: an allreduce of n floats counts 4n, an allgather the whole
+// gathered buffer). split() returns a TimedCommunicator over the split one, on the same
+// metrics. Not thread-safe, like every Communicator.
 #pragma once
 
 #include <chrono>
@@ -16,6 +19,8 @@ class TimedCommunicator final : public Communicator {
  public:
   // inner and metrics must outlive this.
   TimedCommunicator(Communicator& inner, TrainMetrics& metrics);
+  // Owns inner (a split communicator).
+  TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics);
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -25,6 +30,7 @@ class TimedCommunicator final : public Communicator {
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override;
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
+  Result<std::unique_ptr<Communicator>> split(int color, int key) override;
   [[noreturn]] void abort(int exit_code) override {
     inner_.abort(exit_code);
     __builtin_unreachable();  // inner_.abort does not return
@@ -34,17 +40,22 @@ class TimedCommunicator final : public Communicator {
   struct Kind {
     metrics::Counter* seconds;
     metrics::Counter* calls;
+    metrics::Counter* bytes;
   };
+  static Kind make_kind(TrainMetrics& metrics, const char* name);
   template <typename F>
-  Status timed(const Kind& k, F&& f) {
+  Status timed(const Kind& k, int64_t bytes, F&& f) {
     const auto t0 = std::chrono::steady_clock::now();
     Status s = f();
     k.seconds->inc(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     k.calls->inc();
+    k.bytes->inc(static_cast<double>(bytes));
     return s;
   }
 
+  std::unique_ptr<Communicator> owned_;  // a split communicator; inner_ refers to it
   Communicator& inner_;
+  TrainMetrics& metrics_;
   Kind allreduce_, allgather_, broadcast_, barrier_;
 };
 

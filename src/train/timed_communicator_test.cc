@@ -24,6 +24,9 @@ class SlowCommunicator final : public Communicator {
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Result<std::unique_ptr<Communicator>> split(int, int) override {
+    return std::unique_ptr<Communicator>(new SlowCommunicator());
+  }
   [[noreturn]] void abort(int) override { std::abort(); }
   int64_t step_ = 0;
 };
@@ -47,6 +50,14 @@ TEST(TimedCommunicator, ForwardsAndAddsTimeAndCallsPerKind) {
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "barrier"}}), 1);
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "allgather"}}), 0);
   EXPECT_GE(registry.value("koi_train_collective_seconds_total", {{"collective", "allreduce"}}), 0.040);
+  // Payload bytes: two allreduces of 2 floats and one of 1 double.
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 2 * 8 + 8);
+  // A split communicator reports into the same metrics.
+  Result<std::unique_ptr<Communicator>> sub = timed.split(0, 0);
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE((*sub)->allreduce_sum(x, 2, "tp allreduce").ok());
+  EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "allreduce"}}), 4);
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 3 * 8 + 8);
   // Every kind is exported from the start, at zero.
   EXPECT_NE(registry.render().find("koi_train_collective_seconds_total{collective=\"broadcast\"} 0"), std::string::npos);
 }

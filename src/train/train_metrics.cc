@@ -44,10 +44,14 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
       collective_seconds(r.counter("koi_train_collective_seconds_total",
                                    "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier).",
                                    {"collective"})),
-      collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})) {
+      collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})),
+      collective_bytes(r.counter("koi_train_collective_bytes_total",
+                                 "Bytes handed to collectives, by kind (an allreduce of n floats counts 4n).",
+                                 {"collective"})) {
   for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier"}) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
+    collective_bytes.labels({kind});
   }
 }
 

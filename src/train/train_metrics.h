@@ -14,6 +14,7 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
+//   koi_train_collective_bytes_total{collective}    bytes rank 0 handed to them (the payload)
 // (collective: allreduce, allgather, broadcast, barrier; see TimedCommunicator.)
 #pragma once
 
@@ -42,6 +43,7 @@ struct TrainMetrics {
   metrics::Histogram& checkpoint_write;
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
+  metrics::Family<metrics::Counter> collective_bytes;
 };
 
 }  // namespace koi::train

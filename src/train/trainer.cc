@@ -22,6 +22,7 @@
 #include "train/flops.h"
 #include "train/llama_train.h"
 #include "train/timed_communicator.h"
+#include "train/tensor_parallel.h"
 #include "train/train_metrics.h"
 
 namespace koi::train {
@@ -132,18 +133,20 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
 // each rank computes its part of every batch.
-Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, TokenRange tokens, const TrainConfig& c, int T,
+// each data-parallel rank computes its part of every batch (dp: the mesh's dp group).
+Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange tokens, const TrainConfig& c, int T,
                             uint64_t seed) {
   BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
-  const int rank_batch = c.batch_size / comm.size();
-  const int64_t first = int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
+  const int rank_batch = c.batch_size / dp.size();
+  const int64_t first = int64_t{dp.rank()} * rank_batch * T;  // this rank's first token of a batch
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
     sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+    KOI_RETURN_IF_ERROR(model.parallel_status());
   }
-  KOI_RETURN_IF_ERROR(comm.allreduce_sum(&sum, 1, "allreduce eval loss"));
+  KOI_RETURN_IF_ERROR(dp.allreduce_sum(&sum, 1, "allreduce eval loss"));
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
@@ -280,6 +283,52 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   return c;
 }
 
+// The run's starting weights and optimizer state in model (of the full config) and full:
+// the fine-tuned model's, a random initialisation, or the checkpoint's.
+Status initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                     LlamaTrain* model, AdamW* full) {
+  if (ckpt_dir.empty() && base) return load_base_weights(*base, model);
+  if (ckpt_dir.empty()) {
+    model->init_random(c.seed);
+    return ok_status();
+  }
+  return load_checkpoint(ckpt_dir, model, full);
+}
+
+// The model (this rank's part under tensor parallelism) and the optimizer state to load with
+// DistributedAdamW::load_full_state, from initial_state on the full model (full_config): sliced
+// under tp. opt_state is sized for model's parameters.
+Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                          const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
+                          LlamaTrain* model, AdamW* opt_state) {
+  if (tp == nullptr) return initial_state(c, base, ckpt_dir, model, opt_state);
+  KOI_ASSIGN_OR_RETURN(LlamaTrain whole, LlamaTrain::create(full_config, pool));
+  AdamW full(c.adam, tp->full_size());
+  KOI_RETURN_IF_ERROR(initial_state(c, base, ckpt_dir, &whole, &full));
+  tp->slice(whole.params().data(), model->params().data());
+  opt_state->set_steps(full.steps());
+  tp->slice(full.m().data(), opt_state->m().data());
+  tp->slice(full.v().data(), opt_state->v().data());
+  return ok_status();
+}
+
+// Under tensor parallelism: the full weights and optimizer state gathered from every tp rank
+// into *whole and *whole_opt (created on first use), for a checkpoint.
+Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, AdamW& shard_opt,
+                         const AdamWConfig& adam, std::optional<LlamaTrain>* whole, std::optional<AdamW>* whole_opt,
+                         const model::ModelConfig& full_config, ThreadPool* pool) {
+  if (!whole->has_value()) {
+    KOI_ASSIGN_OR_RETURN(LlamaTrain created, LlamaTrain::create(full_config, pool));
+    whole->emplace(std::move(created));
+    whole_opt->emplace(adam, tp.full_size());
+  }
+  KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &(*whole)->params(), "allgather tp params"));
+  KOI_RETURN_IF_ERROR(tp.gather(shard_opt.m(), &(*whole_opt)->m(), "allgather tp adam m"));
+  KOI_RETURN_IF_ERROR(tp.gather(shard_opt.v(), &(*whole_opt)->v(), "allgather tp adam v"));
+  (*whole_opt)->set_steps(shard_opt.steps());
+  return ok_status();
+}
+
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -288,9 +337,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
-  if (c.batch_size % ranks != 0) {
+  KOI_ASSIGN_OR_RETURN(Mesh mesh, Mesh::create(cm, c.mesh));
+  if (mesh.shape().pp > 1 || mesh.shape().ep > 1) {
+    return Status::unsupported("mesh " + mesh.shape().to_string() +
+                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
+  }
+  const int dp_ranks = mesh.dp().size();
+  if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
-                                    std::to_string(ranks) + " ranks; use a multiple of the rank count");
+                                    std::to_string(dp_ranks) + " data-parallel ranks; use a multiple of the " +
+                                    (dp_ranks == ranks ? "rank count" : "dp size"));
   }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
@@ -330,8 +386,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     for (const MappedFile& text : texts) views.push_back(text.view());
     state.chars = CharVocab::from_texts(views).chars();
   }
-  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / ranks;
-  const int64_t first = int64_t{rank} * rank_batch * T;  // this rank's first token of a batch
+  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / dp_ranks;
+  const int64_t first = int64_t{mesh.dp_rank()} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
@@ -339,22 +395,24 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model::ModelConfig mc = base ? base->config : c.model;
   if (!base) mc.n_vocab = tokenizer_vocab(state);
   ThreadPool pool(c.threads);
-  KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
+  std::optional<TensorParallel> tp;  // this rank's part of every layer
+  if (mesh.shape().tp > 1) {
+    KOI_ASSIGN_OR_RETURN(tp, TensorParallel::create(mc, &mesh.tp(), c.lora.rank > 0));
+  }
+  KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(tp ? tp->shard_config() : mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
-  DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
-  if (ckpt_dir.empty() && base) {
-    KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
-  } else if (ckpt_dir.empty()) {
-    model.init_random(c.seed);
-  } else {
-    AdamW full(c.adam, static_cast<int64_t>(model.trainable_params().size()));
-    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &full));
-    opt.load_full_state(full);
-    if (rank == 0) {
-      std::fprintf(stderr, "resuming from %s (step %lld)\n", ckpt_dir.c_str(), static_cast<long long>(state.step));
-    }
+  model.set_tensor_parallel(tp ? &mesh.tp() : nullptr);
+  DistributedAdamW opt(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
+  {
+    AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
+    KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
+    if (!ckpt_dir.empty()) opt.load_full_state(opt_state);
+  }
+  if (!ckpt_dir.empty() && rank == 0) {
+    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s)\n", ckpt_dir.c_str(),
+                 static_cast<long long>(state.step), state.mesh.c_str());
   }
   KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
                                           static_cast<int64_t>(state.loader_position)}));
@@ -381,7 +439,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
-        ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
+        ranks == 1 ? ""
+                   : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(), c.zero_stage == 1 ? ", ZeRO-1" : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(model.params().size()), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
@@ -410,14 +469,18 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   });
   if (trace) trace->name_track(0, "step loop"), trace->name_track(1, "checkpoint writer");
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
+  std::optional<LlamaTrain> whole;  // under tp: the gathered full model and optimizer state
+  std::optional<AdamW> whole_opt;
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
+    state.mesh = mesh.shape().to_string();
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     return opt.with_full_state([&](AdamW& full) -> Status {
+      if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, c.adam, &whole, &whole_opt, mc, &pool));
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
-      CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
+      CheckpointSnapshot snapshot = tp ? snapshot_checkpoint(state, *whole, *whole_opt) : snapshot_checkpoint(state, model, full);
       const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
@@ -425,10 +488,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, mesh.dp(), val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, cm, train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, mesh.dp(), train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
@@ -447,7 +510,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
   while (state.step < c.steps) {
-    cm.set_step(state.step + 1);
+    mesh.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
     model.zero_grad();
@@ -461,14 +524,15 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       }
       trace::Span span(trace, "backward", "compute");
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
+      KOI_RETURN_IF_ERROR(model.parallel_status());
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
-    step_stats[0] = loss;
+    step_stats[0] = mesh.tp_rank() == 0 ? loss : 0.0;  // the tp ranks of a dp rank share one loss
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     {
       trace::Span span(trace, "allreduce grads", "collective");
-      KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
+      KOI_RETURN_IF_ERROR(allreduce_grads(mesh.dp(), model.trainable_grads(), bucket_floats));
     }
     {
       trace::Span span(trace, "allreduce loss and step times", "collective");
@@ -478,7 +542,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     float norm;
     {
       trace::Span span(trace, "clip grad norm", "optimizer");
-      norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      if (tp) {
+        KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
+      } else {
+        norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      }
     }
     const float lr = lr_at(c.schedule, state.step);
     {
