@@ -345,8 +345,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const int dp_ranks = mesh.dp().size();
   if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
-                                    std::to_string(dp_ranks) + " data-parallel ranks; use a multiple of the " +
-                                    (dp_ranks == ranks ? "rank count" : "dp size"));
+                                    std::to_string(dp_ranks) +
+                                    (dp_ranks == ranks ? " ranks; use a multiple of the rank count"
+                                                       : " data-parallel ranks (--dp); use a multiple of the dp size"));
   }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
