@@ -313,10 +313,17 @@ Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& 
 }
 
 // Under tensor parallelism: the full weights and optimizer state gathered from every tp rank
-// into *whole and *whole_opt (created on first use), for a checkpoint.
-Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, AdamW& shard_opt,
+// into *whole and *whole_opt (created on first use) when keep (the rank that writes the
+// checkpoint); the other ranks take part in the gathers and drop the result.
+Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, AdamW& shard_opt, bool keep,
                          const AdamWConfig& adam, std::optional<LlamaTrain>* whole, std::optional<AdamW>* whole_opt,
                          const model::ModelConfig& full_config, ThreadPool* pool) {
+  if (!keep) {
+    std::vector<float> dropped;
+    KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &dropped, "allgather tp params"));
+    KOI_RETURN_IF_ERROR(tp.gather(shard_opt.m(), &dropped, "allgather tp adam m"));
+    return tp.gather(shard_opt.v(), &dropped, "allgather tp adam v");
+  }
   if (!whole->has_value()) {
     KOI_ASSIGN_OR_RETURN(LlamaTrain created, LlamaTrain::create(full_config, pool));
     whole->emplace(std::move(created));
@@ -478,7 +485,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     return opt.with_full_state([&](AdamW& full) -> Status {
-      if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, c.adam, &whole, &whole_opt, mc, &pool));
+      if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, rank == 0, c.adam, &whole, &whole_opt, mc, &pool));
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
       CheckpointSnapshot snapshot = tp ? snapshot_checkpoint(state, *whole, *whole_opt) : snapshot_checkpoint(state, model, full);
