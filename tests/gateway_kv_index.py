@@ -62,9 +62,9 @@ TOOLS_FIRST_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 TOOLS = [{"type": "function", "function": {
-    "name": f"lookup_{i}", "description": "Looks up the weather of a city on a given day. " * 2,
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "day": {"type": "string"}}}}}
-    for i in range(3)]
+    "name": f"lookup_{i}", "description": "Looks up the weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    for i in range(2)]
 
 
 def chat_with_tools(url, key, question):

@@ -233,7 +233,7 @@ TEST(ApiTest, TokenizeTakesAChatsToolsAsAChatCompletionDoes) {
   TokenizeRequest bad;
   auto e = parse_tokenize_request(R"({"model":"m",)" + messages + R"(,"tools":[{"type":"web"}]})", &bad);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "type");
+  EXPECT_EQ(e->param, "tools[0].type");
 }
 
 TEST(ApiTest, DetokenizeChecksTheVocabulary) {
