@@ -149,20 +149,22 @@ try:
           f"predicted hit tokens equal the replicas' cached_tokens when the index is in step ({sums})")
 
     # An eviction burst: 24 distinct 5-block prompts through the gateway, 4 at a time (the
-    # gateway spreads them by load), and 12 more straight to r2 at the same time, through
-    # 2 x 51 blocks.
+    # gateway spreads them by load, not necessarily evenly), and 12 more straight to each
+    # replica at the same time (12 x 6 blocks > 51 each, so both evict), through 2 x 51 blocks.
     import concurrent.futures
 
-    def straight_to_r2(i):
-        status, body, _ = call(r2.url + "/v1/completions",
-                               {"model": "stories", "prompt": tokens(200 + i, 5 * BLOCK + 3), "max_tokens": 2})
-        if status != 200:
-            fail(f"r2: {status} {body}")
+    def straight_to(r, name, first):
+        for i in range(12):
+            status, body, _ = call(r.url + "/v1/completions",
+                                   {"model": "stories", "prompt": tokens(first + i, 5 * BLOCK + 3), "max_tokens": 2})
+            if status != 200:
+                fail(f"{name}: {status} {body}")
 
-    with concurrent.futures.ThreadPoolExecutor(5) as pool:
-        direct = pool.submit(lambda: [straight_to_r2(i) for i in range(12)])
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        direct = [pool.submit(straight_to, r1, "r1", 300), pool.submit(straight_to, r2, "r2", 200)]
         list(pool.map(lambda i: complete_ids(gw, key, tokens(100 + i, 5 * BLOCK + 3)), range(24)))
-        direct.result()
+        for d in direct:
+            d.result()
     removed = sum(1 for r in (r1, r2) if snapshot(r)["last"] > len(snapshot(r)["hashes"]))
     check(removed == 2, "both replicas evicted blocks (more events than blocks held)")
     wait_index_equals_snapshots(gw, [r1, r2], "after the eviction burst")
