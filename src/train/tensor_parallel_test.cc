@@ -73,10 +73,14 @@ TEST(TensorParallel, ShardIsALlamaWithAPartOfTheHeadsAndFfn) {
   EXPECT_EQ(t->shard_config().ffn_dim, 3);
   EXPECT_EQ(t->shard_config().dim, 8);
   EXPECT_EQ(t->shard_config().head_dim, 2);
+  EXPECT_EQ(t->shard_config().n_vocab, 6);  // 11 ids: 6 per rank, the last padded by one row
+  EXPECT_EQ(t->vocab_begin(), 0);
+  EXPECT_EQ(t->vocab_full(), 11);
 }
 
 // Rank 1 holds query heads 2-3 (q rows 4-7), kv head 1 (k rows 2-3), ffn rows 3-5 of gate and
-// columns 3-5 of down, columns 4-7 of o_proj, and every replicated tensor whole.
+// columns 3-5 of down, columns 4-7 of o_proj, token ids 6-10 of the embedding and the head (and
+// a zero padding row), and every norm whole.
 TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
   const model::ModelConfig c = tiny_config();
   PeerCommunicator tp(1, {});
@@ -106,8 +110,14 @@ TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
   expect(l1 + "mlp.up_proj.weight", 2, 0, 5, 0);
   expect(l1 + "mlp.down_proj.weight", 6, 2, 6, 5);
   expect(l1 + "input_layernorm.weight", 7, 0, 7, 0);
-  expect("model.embed_tokens.weight", 10, 7, 10, 7);
-  expect("lm_head.weight", 3, 1, 3, 1);
+  expect("model.embed_tokens.weight", 0, 0, 6, 0);
+  expect("model.embed_tokens.weight", 4, 7, 10, 7);
+  expect("lm_head.weight", 3, 1, 9, 1);
+  EXPECT_EQ(t->vocab_begin(), 6);
+  for (int64_t col = 0; col < 8; ++col) {
+    EXPECT_EQ(shard[static_cast<size_t>(at(part, "lm_head.weight", 5, col))], 0.0f);
+    EXPECT_EQ(shard[static_cast<size_t>(at(part, "model.embed_tokens.weight", 5, col))], 0.0f);
+  }
 }
 
 TEST(TensorParallel, GatherOfBothShardsIsTheFullVector) {
