@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "base/thread_pool.h"
+#include "kernels/ops.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
 
@@ -163,6 +165,33 @@ TEST(TensorParallel, GradNormCountsReplicatedTensorsOnce) {
   // Clipped to half: every element scaled by (expected / 2) / (norm + 1e-6), as clip_grad_norm.
   const float coef = static_cast<float>(expected / 2) / (norm + 1e-6f);
   for (size_t i = 0; i < grads.size(); ++i) ASSERT_EQ(grads[i], s0[i] * coef) << i;
+}
+
+// On one rank the vocabulary-parallel cross-entropy is the plain softmax and -log p[target]
+// over the valid columns; the padding columns come out 0 and change nothing. (Two and four
+// ranks: tests/train_mpi_tensor_parallel.sh, loss and every gradient against one process.)
+TEST(TensorParallel, VocabParallelCrossEntropyOnOneRankIsTheSoftmax) {
+  LocalCommunicator one;
+  ThreadPool pool(1);
+  const int64_t N = 3, valid = 5, V_local = 7;  // 2 padding columns
+  std::vector<float> logits(static_cast<size_t>(N * V_local)), expected(static_cast<size_t>(N * valid));
+  for (int64_t i = 0; i < N * V_local; ++i) logits[static_cast<size_t>(i)] = std::sin(1.7f * static_cast<float>(i)) * 4;
+  const std::vector<int32_t> targets{0, 4, 2};
+  double expected_loss = 0.0;
+  for (int64_t row = 0; row < N; ++row) {
+    std::copy_n(logits.begin() + row * V_local, valid, expected.begin() + row * valid);
+    kernels::softmax(expected.data() + row * valid, valid);
+    expected_loss -= std::log(static_cast<double>(expected[static_cast<size_t>(row * valid + targets[row])]));
+  }
+  Result<double> loss = vocab_parallel_cross_entropy(one, &pool, logits.data(), targets.data(), N, V_local, 0, valid);
+  ASSERT_TRUE(loss.ok());
+  EXPECT_NEAR(*loss, expected_loss, 1e-6 * expected_loss);
+  for (int64_t row = 0; row < N; ++row) {
+    for (int64_t v = 0; v < V_local; ++v) {
+      const float want = v < valid ? expected[static_cast<size_t>(row * valid + v)] : 0.0f;
+      EXPECT_NEAR(logits[static_cast<size_t>(row * V_local + v)], want, 1e-6f) << row << ", " << v;
+    }
+  }
 }
 
 TEST(TensorParallel, RefusesHeadsThatDoNotDivide) {
