@@ -45,14 +45,17 @@ for round in $(seq "$ROUNDS"); do
         > "$WORK/log" 2>&1 || { cat "$WORK/log"; exit 1; }
     done
     measured=$(( ($(bytes "$WORK/run30") - $(bytes "$WORK/run10")) / 20 ))
-    # Per step on one rank: 4 allreduces of (B/dp) T C floats per layer under tp (2 forward,
-    # 2 backward) + the tp grad-norm double; the gradient allreduce of the rank's parameters
+    # Per step on one rank, under tp: 4 allreduces of N = (B/dp) T tokens x C floats per layer
+    # (2 forward, 2 backward), 2 more for the vocabulary-parallel embedding and head input
+    # gradient, the cross-entropy's allgather of N x tp row maxima (floats) and allreduce of
+    # N + 1 doubles, and the grad-norm double. Under dp: the gradient allreduce of the rank's parameters
     # (its shard: the split tensors over tp, the replicated ones whole) under dp; the
     # world's loss/stop/step-time doubles (2 + ranks; also handed over by one process).
     theory=$(awk -v L=$L -v C=$C -v B=$B -v T=$T -v dp=$dp -v tp=$tp -v np=$np \
       -v shard="$(sed -n 's/^model: \([0-9]*\) parameters.*/\1/p' "$WORK/log")" 'BEGIN {
         t = 0
-        if (tp > 1) t += L * 4 * (B / dp) * T * C * 4 + 8
+        N = (B / dp) * T
+        if (tp > 1) t += (4 * L + 2) * N * C * 4 + N * tp * 4 + (N + 1) * 8 + 8
         if (dp > 1) t += shard * 4
         t += (2 + np) * 8
         printf "%.0f", t }')

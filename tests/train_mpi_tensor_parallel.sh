@@ -1,7 +1,8 @@
 #!/bin/bash
 # Tensor parallelism on a device mesh (issue 17): TP=2 on 2 ranks and DP=2 x TP=2 on 4 ranks,
 # with the same global batch, follow the single-process loss curve within 1e-5 per step for 20
-# steps; the mesh is refused with the numbers when it does not match the rank count, and
+# steps, and every parameter's first gradient matches within 1e-5 of its largest value; the
+# mesh is refused with the numbers when it does not match the rank count, and
 # --tp is refused when it does not divide the heads.
 # Usage: train_mpi_tensor_parallel.sh KOI SHARED_DIR
 KOI=$1
@@ -36,4 +37,17 @@ if "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/bad4" --tp 
 fi
 grep -q "tensor parallel: the number of key/value heads (2) does not divide by --tp 4" "$WORK/bad4.txt" ||
   { echo "FAIL: no head-split error"; cat "$WORK/bad4.txt"; exit 1; }
+# Every tensor's gradient of the first step (AdamW's m = 0.1 g in a step-1 checkpoint) against
+# one process, for GQA/untied and for MHA with tied embeddings and q/k/v biases.
+grad_check() {
+  "$KOI" train --config "$RECIPE" --out "$WORK/g1_$1" --steps 1 > /dev/null 2>&1
+  "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/gtp_$1" --steps 1 --tp 2 > /dev/null 2>&1
+  echo -n "$1, DP=2 x TP=2 vs 1 process: "
+  /usr/bin/python3 "$(dirname "$0")/train_grad_compare.py" "$WORK/gtp_$1/ckpt-00000001" "$WORK/g1_$1/ckpt-00000001" 1e-5 ||
+    exit 1
+}
+grad_check gqa
+sed -i 's/^model: .*/model: {dim: 32, layers: 2, heads: 4, kv_heads: 4, ffn_dim: 64, context: 16, tied_embeddings: true, qkv_bias: true}/' "$RECIPE"
+grad_check mha_tied_bias
+
 echo "PASS: tensor parallel follows the single-process run"

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "base/thread_pool.h"
+#include "kernels/ops.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
 
@@ -73,10 +75,14 @@ TEST(TensorParallel, ShardIsALlamaWithAPartOfTheHeadsAndFfn) {
   EXPECT_EQ(t->shard_config().ffn_dim, 3);
   EXPECT_EQ(t->shard_config().dim, 8);
   EXPECT_EQ(t->shard_config().head_dim, 2);
+  EXPECT_EQ(t->shard_config().n_vocab, 6);  // 11 ids: 6 per rank, the last padded by one row
+  EXPECT_EQ(t->vocab_begin(), 0);
+  EXPECT_EQ(t->vocab_full(), 11);
 }
 
 // Rank 1 holds query heads 2-3 (q rows 4-7), kv head 1 (k rows 2-3), ffn rows 3-5 of gate and
-// columns 3-5 of down, columns 4-7 of o_proj, and every replicated tensor whole.
+// columns 3-5 of down, columns 4-7 of o_proj, token ids 6-10 of the embedding and the head (and
+// a zero padding row), and every norm whole.
 TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
   const model::ModelConfig c = tiny_config();
   PeerCommunicator tp(1, {});
@@ -106,8 +112,14 @@ TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
   expect(l1 + "mlp.up_proj.weight", 2, 0, 5, 0);
   expect(l1 + "mlp.down_proj.weight", 6, 2, 6, 5);
   expect(l1 + "input_layernorm.weight", 7, 0, 7, 0);
-  expect("model.embed_tokens.weight", 10, 7, 10, 7);
-  expect("lm_head.weight", 3, 1, 3, 1);
+  expect("model.embed_tokens.weight", 0, 0, 6, 0);
+  expect("model.embed_tokens.weight", 4, 7, 10, 7);
+  expect("lm_head.weight", 3, 1, 9, 1);
+  EXPECT_EQ(t->vocab_begin(), 6);
+  for (int64_t col = 0; col < 8; ++col) {
+    EXPECT_EQ(shard[static_cast<size_t>(at(part, "lm_head.weight", 5, col))], 0.0f);
+    EXPECT_EQ(shard[static_cast<size_t>(at(part, "model.embed_tokens.weight", 5, col))], 0.0f);
+  }
 }
 
 TEST(TensorParallel, GatherOfBothShardsIsTheFullVector) {
@@ -153,6 +165,33 @@ TEST(TensorParallel, GradNormCountsReplicatedTensorsOnce) {
   // Clipped to half: every element scaled by (expected / 2) / (norm + 1e-6), as clip_grad_norm.
   const float coef = static_cast<float>(expected / 2) / (norm + 1e-6f);
   for (size_t i = 0; i < grads.size(); ++i) ASSERT_EQ(grads[i], s0[i] * coef) << i;
+}
+
+// On one rank the vocabulary-parallel cross-entropy is the plain softmax and -log p[target]
+// over the valid columns; the padding columns come out 0 and change nothing. (Two and four
+// ranks: tests/train_mpi_tensor_parallel.sh, loss and every gradient against one process.)
+TEST(TensorParallel, VocabParallelCrossEntropyOnOneRankIsTheSoftmax) {
+  LocalCommunicator one;
+  ThreadPool pool(1);
+  const int64_t N = 3, valid = 5, V_local = 7;  // 2 padding columns
+  std::vector<float> logits(static_cast<size_t>(N * V_local)), expected(static_cast<size_t>(N * valid));
+  for (int64_t i = 0; i < N * V_local; ++i) logits[static_cast<size_t>(i)] = std::sin(1.7f * static_cast<float>(i)) * 4;
+  const std::vector<int32_t> targets{0, 4, 2};
+  double expected_loss = 0.0;
+  for (int64_t row = 0; row < N; ++row) {
+    std::copy_n(logits.begin() + row * V_local, valid, expected.begin() + row * valid);
+    kernels::softmax(expected.data() + row * valid, valid);
+    expected_loss -= std::log(static_cast<double>(expected[static_cast<size_t>(row * valid + targets[row])]));
+  }
+  Result<double> loss = vocab_parallel_cross_entropy(one, &pool, logits.data(), targets.data(), N, V_local, 0, valid);
+  ASSERT_TRUE(loss.ok());
+  EXPECT_NEAR(*loss, expected_loss, 1e-6 * expected_loss);
+  for (int64_t row = 0; row < N; ++row) {
+    for (int64_t v = 0; v < V_local; ++v) {
+      const float want = v < valid ? expected[static_cast<size_t>(row * valid + v)] : 0.0f;
+      EXPECT_NEAR(logits[static_cast<size_t>(row * V_local + v)], want, 1e-6f) << row << ", " << v;
+    }
+  }
 }
 
 TEST(TensorParallel, RefusesHeadsThatDoNotDivide) {

@@ -411,7 +411,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
-  model.set_tensor_parallel(tp ? &mesh.tp() : nullptr);
+  if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
   DistributedAdamW opt(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
   {
     AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
