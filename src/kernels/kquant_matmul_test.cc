@@ -212,6 +212,30 @@ TEST(KQuantMatmul, LargestIntegerSumsAreExact) {
   }
 }
 
+// The SIMD q8_K quantizer writes the scalar one's bytes: random blocks at several magnitudes,
+// halves that round to even (max -127 gives iscale 1), +a and -a both of largest magnitude (the
+// first wins), an all-zero block and a NaN (skipped).
+TEST(KQuantMatmul, SimdQ8KQuantizerIsTheScalarOne) {
+  if (detected_isa() < Isa::kAvx2) return;  // the SIMD levels (the only callers) cannot run here either
+  Rng rng(41);
+  std::vector<float> x;
+  for (float scale : {1e-6f, 1.0f, 3e4f}) {
+    for (int i = 0; i < 4 * kQK_K; ++i) x.push_back(scale * static_cast<float>(rng.normal()));
+  }
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 7 ? -127.0f : static_cast<float>(i % 120) - 60.5f);
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 3 ? -2.0f : i == 9 ? 2.0f : 0.01f * static_cast<float>(i));
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 3 ? 2.0f : i == 9 ? -2.0f : -0.01f * static_cast<float>(i));
+  x.insert(x.end(), kQK_K, 0.0f);
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 5 ? std::nanf("") : 0.5f - 0.003f * static_cast<float>(i));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<BlockQ8_K> scalar(static_cast<size_t>(n / kQK_K)), simd(scalar.size());
+  quantize_row_q8_K(x.data(), scalar.data(), n);
+  avx2::quantize_row_q8_K(x.data(), simd.data(), n);
+  for (size_t b = 0; b < scalar.size(); ++b) {
+    EXPECT_EQ(0, std::memcmp(&scalar[b], &simd[b], sizeof(BlockQ8_K))) << "block " << b;
+  }
+}
+
 // A prefill longer than one pass of the panels (512 tokens) and the same tokens one at a time
 // (decode) give the same bits at every level: batch invariance across both paths.
 TEST(KQuantMatmul, PrefillPassesEqualDecodeBitwise) {
