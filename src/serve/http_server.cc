@@ -362,7 +362,9 @@ awaitable<Reply> Server::Impl::kv_events_reply(const HttpRequest& req) {
   }
   if (wait_ms > kMaxKvEventWaitMs) {
     co_return error_reply(bad_request(
-        fmt::format("wait_ms is at most {} (a long poll that long), got {}", kMaxKvEventWaitMs, wait_ms), "wait_ms"));
+        fmt::format("wait_ms is at most {}, got {}; to wait longer, ask again when the answer comes", kMaxKvEventWaitMs,
+                    wait_ms),
+        "wait_ms"));
   }
   if (wait_ms > 0) co_await wait_for_kv_event(after, static_cast<int64_t>(wait_ms));
   std::optional<std::string> events = model.kv_events->events_json(after);
