@@ -313,8 +313,8 @@ __attribute__((noinline)) void quant_rows_tile(const MatmulArgs& a, const uint8_
 // Prefill: a tile of kLanes rows is first packed into a panel where lane r of each vector
 // belongs to row r: per block, kWords vectors of 4 weight bytes (word k of every row; q4_0
 // words hold the nibbles of values 4k..4k+3 and 16+4k..16+4k+3) and one vector of f32 scales.
-// Then every token's isum for all kLanes rows accumulates in one vector, one 4-byte activation
-// word broadcast per dot, with no reduction across lanes.
+// Then every token's isum for all kLanes rows of a panel accumulates in one vector, each 4-byte
+// activation word broadcast once for the tile's panels, with no reduction across lanes.
 template <class V, DType kType>
 int64_t panel_words(int64_t n_blocks) {
   return n_blocks * (QuantBlock<kType>::kWords + 1) * V::kLanes;
