@@ -2,8 +2,8 @@
 4096 MiB and 2 fake H100 each, leaf switches s0/s1 under spine sp0); a 2-replica gang runs as
 one Slurm allocation with a task on each of two hosts (distinct network namespaces), each in
 its own directory with its own environment and log; a replica's exit code reaches the job's
-status; a fractional CPU request is refused with its reason; a bad executor key is refused by
-name."""
+status; the nodes carry slurmd's load as their measured usage; a fractional CPU request is
+refused with its reason; a bad executor key is refused by name."""
 import json
 import os
 
@@ -40,6 +40,15 @@ def run(cp, slurm):
     check(logs[0].strip().endswith("msg it's here"), "env %s" % logs[0])
     started = [e["message"] for e in cp.koi_json(A, "job", "events", "gang")["items"] if e["reason"] == "Started"]
     check(started and "slurm executor" in started[0], str(started))
+
+    # Measured usage from the same scontrol answer: slurmd's CPULoad, nothing it does not report.
+    code, body = cp.http("GET", "/apis/v1/nodes", A)
+    check(code == 200, "GET nodes: %d %s" % (code, body))
+    for n in json.loads(body)["items"]:
+        u = n["status"].get("usage") or {}
+        check(u.get("source") == "scontrol" and u.get("loadAverage", -1) >= 0 and "cpuUtilization" not in u
+              and "memoryUsedBytes" not in u and u["gpus"] == [] and len(u["history"]) >= 1,
+              "node %s: usage %s" % (n["metadata"]["name"], u))
 
     fail = {"command": ["sh", "-c", "exit $((3 + KOI_REPLICA))"], "replicas": 2, "resources": {"cpu": 1},
             "restartPolicy": {"maxRestarts": 0}}

@@ -148,6 +148,10 @@ void Reconciler::keep_jobs(std::vector<JobObject>& jobs) {
   for (JobObject& job : jobs) {
     if (!is_terminal(job.status.phase)) jobs_[job_key(job)] = std::move(job);
   }
+  std::erase_if(pace_, [&](const auto& entry) {
+    const auto job = jobs_.find(entry.first);
+    return job == jobs_.end() || job->second.status.phase != JobPhase::kRunning;
+  });
 }
 
 std::string job_checkpoint_dir(const std::string& work_dir, const JobObject& job) {
@@ -236,6 +240,15 @@ void Reconciler::diagnose(JobObject& job, const std::string& code, const std::st
   event(events, job, "Warning", code, message, now);
 }
 
+void Reconciler::resolve(JobObject& job, const std::string& code, const std::string& message, double now,
+                         std::vector<Event>& events) {
+  for (Condition& c : job.status.conditions) {
+    if (c.type != code || c.status != "True") continue;
+    c.status = "False", c.reason = "Recovered", c.message = message, c.last_transition_time = rfc3339(now);
+    event(events, job, "Normal", code + "Recovered", message, now);
+  }
+}
+
 std::string Reconciler::hang_cause(const JobObject& job) const {
   std::vector<std::string> stopped;
   std::set<std::string> seen;  // an MPI gang's replicas share one launch
@@ -261,20 +274,6 @@ std::string Reconciler::hang_cause(const JobObject& job) const {
 
 namespace {
 
-// The last `max_bytes` of the file at `path` ("" when it cannot be read).
-std::string file_tail(const std::string& path, int64_t max_bytes) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
-  f.seekg(0, std::ios::end);
-  const int64_t size = f.tellg();
-  const int64_t n = std::min(size, max_bytes);
-  std::string out(static_cast<size_t>(std::max<int64_t>(n, 0)), '\0');
-  f.seekg(size - n);
-  f.read(out.data(), n);
-  out.resize(static_cast<size_t>(f.gcount()));
-  return out;
-}
-
 // Whether `code` was diagnosed in this attempt with a message starting with `prefix`.
 bool diagnosed(const JobStatus& st, const std::string& code, const std::string& prefix) {
   return std::any_of(st.conditions.begin(), st.conditions.end(), [&](const Condition& c) {
@@ -286,12 +285,16 @@ bool diagnosed(const JobStatus& st, const std::string& code, const std::string& 
 
 void Reconciler::judge_pace(JobObject& job, double now, std::vector<Event>& events) {
   if (job.spec.kind != JobKind::kTrain && job.spec.kind != JobKind::kFinetune) return;
-  const std::vector<StepPace> steps =
-      parse_pace(file_tail(path_join(checkpoint_dir(job), "metrics.jsonl"), kPaceTailBytes));
+  const std::vector<StepPace>& steps = pace_[job_key(job)].update(path_join(checkpoint_dir(job), "metrics.jsonl"));
   const std::string attempt = fmt::format("attempt {}: ", job.status.attempts);
   if (const std::optional<Straggler> s = find_straggler(steps)) {
     const std::string prefix = attempt + fmt::format("rank {} ", s->rank);
     if (!diagnosed(job.status, "Straggler", prefix)) diagnose(job, "Straggler", attempt + s->message(), now, events);
+  } else if (diagnosed(job.status, "Straggler", attempt) && ranks_even(steps)) {
+    resolve(job, "Straggler",
+            attempt + fmt::format("the ranks are even again: each within {:g}x the ranks' median over steps {}-{}",
+                                  kStragglerRatio, steps[steps.size() - kPaceWindow].step, steps.back().step),
+            now, events);
   }
   if (const std::optional<Slowdown> s = find_slowdown(steps)) {
     if (!diagnosed(job.status, "SlowProgress", attempt)) diagnose(job, "SlowProgress", attempt + s->message(), now, events);

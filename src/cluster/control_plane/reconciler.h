@@ -58,6 +58,7 @@
 #include "base/status.h"
 #include "cluster/control_plane/executor.h"
 #include "cluster/control_plane/state_store.h"
+#include "cluster/control_plane/train_pace.h"
 #include "cluster/scheduler.h"
 
 namespace koi::cluster {
@@ -146,13 +147,18 @@ class Reconciler {
   // on the job's status and a Warning event with reason `code`.
   void diagnose(JobObject& job, const std::string& code, const std::string& message, double now,
                 std::vector<Event>& events);
+  // The diagnosis `code` no longer holds: its True condition turns False (reason Recovered,
+  // the message) with a Normal event, reason `code` + "Recovered".
+  void resolve(JobObject& job, const std::string& code, const std::string& message, double now,
+               std::vector<Event>& events);
   // What a job that made no progress is stuck on: the stopped processes (named by rank), with
   // the trainer's collective-watchdog report when its log has one (watchdog_report.h); else
   // that report; else the last lines of its log. A job the watchdog itself ended (a failed
   // replica whose log has the report) is diagnosed Hung with the report too.
   std::string hang_cause(const JobObject& job) const;
-  // A running train/finetune job's Straggler and SlowProgress diagnoses from the tail of its
-  // metrics.jsonl (train_pace.h); each reported once per attempt (and rank).
+  // A running train/finetune job's Straggler and SlowProgress diagnoses from its metrics.jsonl
+  // (train_pace.h: only what was appended since the last round is read); each reported once
+  // per attempt (and rank).
   void judge_pace(JobObject& job, double now, std::vector<Event>& events);
   std::string log_tail(const JobObject& job, int64_t max_bytes) const;
   double last_progress(const JobObject& job) const;
@@ -192,6 +198,9 @@ class Reconciler {
   // whose last commit failed (the copy may differ from the store).
   std::map<std::string, JobObject> jobs_;
   std::set<std::string> stale_;
+  // Running train/finetune jobs' metrics.jsonl as read so far (judge_pace), by key; dropped
+  // when a job stops running.
+  std::map<std::string, PaceFollower> pace_;
   std::thread thread_;
 };
 

@@ -213,6 +213,24 @@ std::vector<NodeSpec> parse_slurm_nodes(const std::string& nodes_text, const std
   return out;
 }
 
+std::map<std::string, NodeUsage> parse_slurm_usage(const std::string& nodes_text, double now) {
+  std::map<std::string, NodeUsage> out;
+  std::istringstream in(nodes_text);
+  for (std::string line; std::getline(in, line);) {
+    auto r = parse_slurm_record(line);
+    if (!r.count("NodeName") || !r.count("CPULoad")) continue;
+    const std::optional<double> load = host::parse_loadavg(r["CPULoad"]);  // "N/A" while slurmd is silent
+    if (!load) continue;
+    NodeUsage u;
+    u.time = now;
+    u.source = "scontrol";
+    u.load_average = load;
+    u.gpu_note = "no GPU figures (Slurm reports none)";
+    out[r["NodeName"]] = std::move(u);
+  }
+  return out;
+}
+
 Result<std::unique_ptr<SlurmExecutor>> SlurmExecutor::create(SlurmOptions options) {
   std::unique_ptr<SlurmExecutor> e(new SlurmExecutor(std::move(options)));
   auto nodes = e->read_inventory();
@@ -280,7 +298,7 @@ Result<std::string> SlurmExecutor::run(const std::vector<std::string>& argv, boo
   return last;
 }
 
-Result<std::vector<NodeSpec>> SlurmExecutor::read_inventory() const {
+Result<std::vector<NodeSpec>> SlurmExecutor::read_inventory(std::map<std::string, NodeUsage>* usage) const {
   KOI_ASSIGN_OR_RETURN(std::string nodes, run({"scontrol", "show", "node", "-o"}));
   KOI_ASSIGN_OR_RETURN(std::string topology, run({"scontrol", "show", "topology"}));
   std::string in_partition;
@@ -292,7 +310,30 @@ Result<std::vector<NodeSpec>> SlurmExecutor::read_inventory() const {
       in_partition += line + "\n";
     }
   }
+  if (usage) {
+    *usage = parse_slurm_usage(
+        in_partition, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
   return parse_slurm_nodes(in_partition, topology);
+}
+
+void SlurmExecutor::add_usage(std::map<std::string, NodeUsage> samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [node, sample] : samples) {
+    std::deque<NodeUsage>& history = usage_[node];
+    history.push_back(std::move(sample));
+    while (history.size() > kNodeUsageHistory) history.pop_front();
+  }
+}
+
+std::map<std::string, std::vector<NodeUsage>> SlurmExecutor::usage(size_t max_samples) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::vector<NodeUsage>> out;
+  for (const auto& [node, history] : usage_) {
+    const size_t n = std::min(max_samples, history.size());
+    out[node].assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+  }
+  return out;
 }
 
 std::vector<NodeSpec> SlurmExecutor::inventory() const {
@@ -303,11 +344,13 @@ std::vector<NodeSpec> SlurmExecutor::inventory() const {
 void SlurmExecutor::refresh_inventory() {
   if (std::chrono::steady_clock::now() - nodes_time_ < kInventoryMaxAge) return;
   nodes_time_ = std::chrono::steady_clock::now();
-  auto fresh = read_inventory();
+  std::map<std::string, NodeUsage> usage;
+  auto fresh = read_inventory(&usage);
   if (!fresh.ok()) {
     log::warn("slurm: keeping the last inventory: {}", fresh.status().message());
     return;
   }
+  add_usage(std::move(usage));
   std::lock_guard<std::mutex> lock(mu_);
   // Keep the order (replica records name nodes by index); a node Slurm no longer lists
   // stays, unschedulable, so that indices never shift.

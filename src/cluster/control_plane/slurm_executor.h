@@ -27,6 +27,9 @@
 //              record has exited; a job that ended NODE_FAIL/BOOT_FAIL, or is pending on a
 //              node that is gone, has lost its replicas; one that ended with no exit record
 //              for a replica lost that replica.
+//   usage      from the same `scontrol show node -o`: slurmd's CPULoad (the node's 1-minute load
+//              average) per node, one sample a refresh (node_usage.h); no CPU utilisation,
+//              memory or GPU figures (slurmd reports none that mean "in use")
 //   signal     `scancel --signal=SIG <job>` (every step, not the batch shell); one signal per
 //              job even though the reconciler signals each replica; SIGKILL:
 //              `scancel --signal=KILL --full <job>` and `scancel <job>`.
@@ -39,6 +42,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +77,7 @@ class SlurmExecutor : public Executor {
   Status signal(const ReplicaHandle& replica, int sig) override;
   Status stop(const ReplicaHandle& replica) override;
   Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const override;
+  std::map<std::string, std::vector<NodeUsage>> usage(size_t max_samples) const override;
   void detach() override {}  // the jobs are Slurm's; nothing is ours to leave behind
 
  private:
@@ -88,7 +93,9 @@ class SlurmExecutor : public Executor {
   // Runs a Slurm command (3 tries, each under the timeout); its stdout, or the last error.
   Result<std::string> run(const std::vector<std::string>& argv, bool retry = true,
                           const std::map<std::string, std::string>& env = {}) const;
-  Result<std::vector<NodeSpec>> read_inventory() const;
+  // The partition's nodes; with `usage`, also what parse_slurm_usage finds in the same answer.
+  Result<std::vector<NodeSpec>> read_inventory(std::map<std::string, NodeUsage>* usage = nullptr) const;
+  void add_usage(std::map<std::string, NodeUsage> samples);  // into usage_
   Status refresh_jobs();
   JobState job_state(const std::string& job_id);
   // "h1 is down+not_responding" for the first node of the job Slurm reports unusable, else "".
@@ -99,6 +106,7 @@ class SlurmExecutor : public Executor {
   std::string jobcomp_path_;
   mutable std::mutex mu_;
   std::vector<NodeSpec> nodes_;                   // guarded by mu_
+  std::map<std::string, std::deque<NodeUsage>> usage_;  // guarded by mu_: by node, oldest first
   mutable int command_seq_ = 0;                   // guarded by mu_
   std::chrono::steady_clock::time_point nodes_time_{};  // reconciler thread
   std::map<std::string, JobState> jobs_;  // squeue's answer, by job id
@@ -111,6 +119,9 @@ class SlurmExecutor : public Executor {
 std::vector<NodeSpec> parse_slurm_nodes(const std::string& nodes_text, const std::string& topology_text);
 // "key=value key=value" (scontrol -o, jobcomp/filetxt); values run to the next " key=".
 std::map<std::string, std::string> parse_slurm_record(const std::string& line);
+// `scontrol show node -o` lines -> each node's measured usage at `now` (CPULoad as the load
+// average; nodes without a CPULoad figure are left out).
+std::map<std::string, NodeUsage> parse_slurm_usage(const std::string& nodes_text, double now);
 // Slurm host lists: "h[0-2],x5" -> h0 h1 h2 x5.
 std::vector<std::string> expand_hostlist(const std::string& list);
 

@@ -44,6 +44,20 @@ TEST(SlurmParse, NodesWithGresTopologyAndStates) {
   EXPECT_EQ(nodes[3].leaf_switch, "s1");
 }
 
+// The load slurmd reports is the node's measured usage; a node without a figure has none.
+TEST(SlurmParse, UsageIsTheReportedLoad) {
+  const std::map<std::string, NodeUsage> usage =
+      parse_slurm_usage(std::string(kNodes) + "NodeName=c1 CPUTot=2 CPULoad=N/A RealMemory=1024 State=DOWN\n", 7.5);
+  ASSERT_EQ(usage.size(), 1u);
+  const NodeUsage& h0 = usage.at("h0");
+  EXPECT_EQ(h0.time, 7.5);
+  EXPECT_EQ(h0.source, "scontrol");
+  EXPECT_DOUBLE_EQ(*h0.load_average, 0.66);
+  EXPECT_FALSE(h0.cpu_utilization.has_value());  // not measured: never a made-up figure
+  EXPECT_EQ(h0.memory_used_bytes, -1);
+  EXPECT_TRUE(h0.gpus.empty());
+}
+
 TEST(SlurmParse, RecordValuesMayHoldSpaces) {
   auto r = parse_slurm_record("JobId=12 JobState=NODE_FAIL Reason=koi test [root@x] ExitCode=0:9 WorkDir=/w/a b");
   EXPECT_EQ(r["JobId"], "12");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <fstream>
 #include <sstream>
 
 namespace koi::cluster {
@@ -61,6 +62,18 @@ std::optional<Straggler> find_straggler(const std::vector<StepPace>& steps) {
   return std::nullopt;
 }
 
+bool ranks_even(const std::vector<StepPace>& steps) {
+  if (static_cast<int>(steps.size()) < kPaceWindow) return false;
+  for (auto s = steps.end() - kPaceWindow; s != steps.end(); ++s) {
+    if (s->rank_ms.size() < 2) return false;
+    const double m = median(s->rank_ms);
+    for (double ms : s->rank_ms) {
+      if (ms > kStragglerRatio * m) return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps) {
   const int n = static_cast<int>(steps.size());
   if (n < kPaceWindow + kPaceHistory) return std::nullopt;
@@ -81,6 +94,32 @@ std::string Slowdown::message() const {
   return fmt::format("steps {}-{} took {:.1f} ms each (median), {:.1f}x the job's own {:.1f} ms over the {} steps "
                      "before: something slowed it (a stopped or starved process, a busy node)",
                      first_step, last_step, recent_ms, usual_ms > 0 ? recent_ms / usual_ms : 0.0, usual_ms, history);
+}
+
+const std::vector<StepPace>& PaceFollower::update(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *this = PaceFollower();
+    return steps_;
+  }
+  f.seekg(0, std::ios::end);
+  const int64_t size = f.tellg();
+  if (size < offset_) *this = PaceFollower();  // a new file
+  if (offset_ == 0) offset_ = std::max<int64_t>(0, size - kPaceTailBytes);  // a partial first line is skipped
+  if (size == offset_) return steps_;
+  std::string text(static_cast<size_t>(size - offset_), '\0');
+  f.seekg(offset_);
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(f.gcount()));
+  offset_ += static_cast<int64_t>(text.size());
+  text.insert(0, partial_);
+  const size_t end = text.rfind('\n');
+  partial_ = end == std::string::npos ? text : text.substr(end + 1);
+  if (end == std::string::npos) return steps_;
+  text.resize(end + 1);
+  for (StepPace& p : parse_pace(text)) steps_.push_back(std::move(p));
+  if (steps_.size() > kPaceKeepSteps) steps_.erase(steps_.begin(), steps_.end() - kPaceKeepSteps);
+  return steps_;
 }
 
 }  // namespace koi::cluster

@@ -8,7 +8,11 @@
 //                 least kSlowMinExtraMs more: step time against its own history (a few ms of
 //                 scheduling noise on millisecond steps, a resumed run's first steps, are not
 //                 a slowdown)
-// Pure functions over text; the reconciler reads the file's last kPaceTailBytes.
+// A Straggler diagnosis clears when the ranks are even again (ranks_even); SlowProgress stays
+// until the next attempt (its history fills with the slow steps, so "back to normal" has no
+// fair reference yet).
+// Pure functions over text, and PaceFollower, which the reconciler keeps per running job to
+// read only what the trainer appended since the last round (at first the last kPaceTailBytes).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@ constexpr double kSlowMinExtraMs = 50.0;
 constexpr int kPaceWindow = 5;
 constexpr int kPaceHistory = 10;
 constexpr int64_t kPaceTailBytes = 16 * 1024;  // ~120 steps of a 2-rank run
+constexpr size_t kPaceKeepSteps = 128;         // the steps a PaceFollower keeps
 
 struct StepPace {
   int64_t step = 0;
@@ -42,6 +47,10 @@ struct Straggler {
   std::string message() const;
 };
 std::optional<Straggler> find_straggler(const std::vector<StepPace>& steps);
+// Whether every rank stayed within kStragglerRatio x the ranks' median in each of the last
+// kPaceWindow steps: a Straggler diagnosis clears (the reverse of find_straggler's "in each",
+// so a rank near the ratio does not flap between the two).
+bool ranks_even(const std::vector<StepPace>& steps);
 
 struct Slowdown {
   double recent_ms = 0, usual_ms = 0;  // medians of the window and of the steps before it
@@ -52,5 +61,21 @@ struct Slowdown {
 std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps);
 
 double median(std::vector<double> values);
+
+// Follows one metrics.jsonl as the trainer appends to it: each update() reads only the bytes
+// written since the last (the first, at most the last kPaceTailBytes), holds back a partial last
+// line until it is complete, and keeps the last kPaceKeepSteps step records. A file that shrank
+// or is gone (a new run) starts over. Not thread-safe (the reconciler's thread).
+class PaceFollower {
+ public:
+  // Reads what was appended to `path`; returns the kept steps, oldest first.
+  const std::vector<StepPace>& update(const std::string& path);
+  int64_t offset() const { return offset_; }  // bytes of the file consumed (for the tests)
+
+ private:
+  int64_t offset_ = 0;
+  std::string partial_;  // a line without its newline yet
+  std::vector<StepPace> steps_;
+};
 
 }  // namespace koi::cluster

@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
+#include "base/file.h"
+
 namespace koi::cluster {
 namespace {
 
@@ -69,6 +73,69 @@ TEST(TrainPace, MedianOfEvenAndOddCounts) {
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
   EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3);
   EXPECT_DOUBLE_EQ(median({}), 0);
+}
+
+}  // namespace
+}  // namespace koi::cluster
+
+namespace koi::cluster {
+namespace {
+
+void append(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::app | std::ios::binary) << text;
+}
+
+// Only the bytes appended since the last update are read; a partial line waits for its end; a
+// new (shorter) file starts over; a large file is read from its last kPaceTailBytes.
+TEST(TrainPace, FollowerReadsOnlyWhatWasAppended) {
+  auto dir = make_temp_dir("koi-pace-test");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = path_join(*dir, "metrics.jsonl");
+  PaceFollower f;
+  EXPECT_TRUE(f.update(path).empty());  // no file yet
+  append(path, lines(1, 3, 10.0));
+  ASSERT_EQ(f.update(path).size(), 3u);
+  const int64_t consumed = f.offset();
+  append(path, lines(4, 1, 20.0) + "{\"step\":5,\"step_");  // a step and half of the next
+  const std::vector<StepPace>& steps = f.update(path);
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps.back().step, 4);
+  EXPECT_GT(f.offset(), consumed);
+  append(path, "ms\":30.000}\n");
+  ASSERT_EQ(f.update(path).size(), 5u);
+  EXPECT_EQ(f.update(path).back().step, 5);
+  EXPECT_DOUBLE_EQ(f.update(path).back().step_ms, 30.0);
+  EXPECT_EQ(f.update(path).size(), 5u);  // nothing new
+
+  ASSERT_TRUE(write_file_atomic(path, lines(1, 2, 7.0)).ok());  // a new run's shorter file
+  ASSERT_EQ(f.update(path).size(), 2u);
+  EXPECT_DOUBLE_EQ(f.update(path).back().step_ms, 7.0);
+
+  const std::string big = lines(1, 2000, 5.0);  // far beyond the tail read at first
+  ASSERT_TRUE(write_file_atomic(path, big).ok());
+  PaceFollower fresh;
+  const std::vector<StepPace>& kept = fresh.update(path);
+  EXPECT_EQ(kept.size(), kPaceKeepSteps);
+  EXPECT_EQ(kept.back().step, 2000);
+  EXPECT_EQ(fresh.offset(), static_cast<int64_t>(big.size()));
+  remove_all(*dir);
+}
+
+}  // namespace
+}  // namespace koi::cluster
+
+namespace koi::cluster {
+namespace {
+
+// ranks_even clears a Straggler only when no rank is above the ratio in any step of the
+// window: a rank above it in some steps is neither a straggler nor even.
+TEST(TrainPace, RanksEvenNeedsEveryStepOfTheWindow) {
+  EXPECT_TRUE(ranks_even(parse_pace(lines(1, 20, 10.0, 2, 30.0) + lines(21, 5, 10.0, 2, 14.0))));
+  const std::vector<StepPace> mixed = parse_pace(lines(1, 3, 10.0, 2, 10.0) + lines(4, 2, 10.0, 2, 40.0));
+  EXPECT_FALSE(ranks_even(mixed));
+  EXPECT_FALSE(find_straggler(mixed).has_value());
+  EXPECT_FALSE(ranks_even(parse_pace(lines(1, 4, 10.0, 2, 10.0))));  // fewer steps than the window
+  EXPECT_FALSE(ranks_even(parse_pace(lines(1, 5, 10.0))));            // one rank: nothing to compare
 }
 
 }  // namespace

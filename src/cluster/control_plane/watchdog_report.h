@@ -12,8 +12,10 @@
 
 namespace koi::cluster {
 
-// The last watchdog report in `log` (from "watchdog: rank " to the end of its line, whatever
-// prefix a logger put before it); nullopt when there is none.
+// The watchdog report in `log` (from "watchdog: rank " to the end of its line, whatever prefix
+// a logger put before it) that names silent ranks ("not responding: rank 1"), else the first
+// one; nullopt when there is none. The first is the cause: when mpirun tears the job down it
+// continues a stopped rank, whose own watchdog then reports late, with every peer answering.
 std::optional<std::string> find_watchdog_report(std::string_view log);
 
 }  // namespace koi::cluster

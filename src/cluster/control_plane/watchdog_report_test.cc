@@ -21,12 +21,21 @@ TEST(WatchdogReportTest, FindsTheReportBehindAPrefix) {
             "not responding: rank 1");
 }
 
-TEST(WatchdogReportTest, TheLastReportWins) {
+TEST(WatchdogReportTest, TheReportNamingSilentRanksWins) {
+  // Rank 0 finds rank 1 silent; mpirun's teardown continues the stopped rank 1, whose watchdog
+  // then reports late with every peer answering.
   const std::string log =
-      "watchdog: rank 0 step 1: collective 'barrier' did not complete within 1 s; not responding: rank 2\r\n"
-      "watchdog: rank 1 step 3: collective 'allgather params' did not complete within 0.05 s; a peer rank is not "
-      "responding\nbye\n";
+      "watchdog: rank 0 step 9: collective 'allreduce grads bucket 0' did not complete within 3 s; not responding: "
+      "rank 1\r\n"
+      "watchdog: rank 1 step 9: collective 'allreduce grads bucket 0' did not complete within 3 s; every peer "
+      "answered a roll call, so the collective itself is stuck\nbye\n";
   EXPECT_EQ(find_watchdog_report(log),
+            "watchdog: rank 0 step 9: collective 'allreduce grads bucket 0' did not complete within 3 s; not "
+            "responding: rank 1");
+  // With none naming a silent rank, the first.
+  EXPECT_EQ(find_watchdog_report("watchdog: rank 1 step 3: collective 'allgather params' did not complete within "
+                                 "0.05 s; a peer rank is not responding\nwatchdog: rank 0 step 3: collective 'barrier' "
+                                 "did not complete within 0.05 s\n"),
             "watchdog: rank 1 step 3: collective 'allgather params' did not complete within 0.05 s; a peer rank is "
             "not responding");
 }

@@ -3,8 +3,9 @@
 // call sends it as "Authorization: Bearer", so the page sees exactly what the token may: a
 // tenant its own namespace, an admin every one. The page follows the watch stream
 // (/apis/v1/watch, server-sent events read through fetch, which can send the token where
-// EventSource cannot) and refreshes as soon as an object changes; the charts, whose numbers
-// are not objects, and everything else refresh every REFRESH_MS too.
+// EventSource cannot) and refreshes every view as soon as an object changes; only the views
+// with charts, whose numbers are not objects and so not on the stream (a job's loss curve,
+// deployments' QPS and latency, nodes' measured usage), are also polled every REFRESH_MS.
 // Charts are SVG drawn here (lineChart); each chart's <svg> carries data-points (points drawn)
 // and data-last (the newest value of its first series) for tests and for the curious.
 'use strict';
@@ -369,7 +370,7 @@ async function watch(controller) {
           after = id[1];
           if (/^event: EVENT$/m.test(frame)) showActivity(frame);
           clearTimeout(state.changeTimer);
-          state.changeTimer = setTimeout(refresh, CHANGE_DELAY_MS);
+          state.changeTimer = setTimeout(() => refresh(), CHANGE_DELAY_MS);
         }
       }
     } catch (e) {
@@ -379,15 +380,18 @@ async function watch(controller) {
   }
 }
 
-// One round over every view; a call while one runs asks for another right after it.
-async function refresh() {
+const ALL_VIEWS = [renderJobs, renderJobDetail, renderDeployments, renderModels, renderQueues, renderNodes];
+const CHART_VIEWS = [renderJobDetail, renderDeployments, renderNodes];
+
+// One round over `views` (a change on the watch stream: all of them); a call while one runs
+// asks for a round over all of them right after it.
+async function refresh(views = ALL_VIEWS) {
   if (state.refreshing) {
     state.again = true;
     return;
   }
   state.refreshing = true;
   clearTimeout(state.timer);
-  const views = [renderJobs, renderJobDetail, renderDeployments, renderModels, renderQueues, renderNodes];
   const results = await Promise.allSettled(views.map((v) => v()));
   state.refreshing = false;
   if (!state.token) return;
@@ -399,7 +403,7 @@ async function refresh() {
     state.again = false;
     return refresh();
   }
-  state.timer = setTimeout(refresh, REFRESH_MS);
+  state.timer = setTimeout(() => refresh(CHART_VIEWS), REFRESH_MS);
 }
 
 async function login(token) {
