@@ -285,7 +285,8 @@ bool diagnosed(const JobStatus& st, const std::string& code, const std::string& 
 
 void Reconciler::judge_pace(JobObject& job, double now, std::vector<Event>& events) {
   if (job.spec.kind != JobKind::kTrain && job.spec.kind != JobKind::kFinetune) return;
-  const std::vector<StepPace>& steps = pace_[job_key(job)].update(path_join(checkpoint_dir(job), "metrics.jsonl"));
+  Pace& pace = pace_[job_key(job)];
+  const std::vector<StepPace>& steps = pace.follower.update(path_join(checkpoint_dir(job), "metrics.jsonl"));
   const std::string attempt = fmt::format("attempt {}: ", job.status.attempts);
   if (const std::optional<Straggler> s = find_straggler(steps)) {
     const std::string prefix = attempt + fmt::format("rank {} ", s->rank);
@@ -296,8 +297,16 @@ void Reconciler::judge_pace(JobObject& job, double now, std::vector<Event>& even
                                   kStragglerRatio, steps[steps.size() - kPaceWindow].step, steps.back().step),
             now, events);
   }
-  if (const std::optional<Slowdown> s = find_slowdown(steps)) {
-    if (!diagnosed(job.status, "SlowProgress", attempt)) diagnose(job, "SlowProgress", attempt + s->message(), now, events);
+  const bool slow = diagnosed(job.status, "SlowProgress", attempt);
+  if (const std::optional<Slowdown> s = find_slowdown(steps); s && !slow) {
+    diagnose(job, "SlowProgress", attempt + s->message(), now, events);
+    pace.slow_usual_ms = s->usual_ms;
+  } else if (const std::optional<double> ms = slow ? recovered_pace(steps, pace.slow_usual_ms) : std::nullopt) {
+    resolve(job, "SlowProgress",
+            attempt + fmt::format("steps {}-{} are back to the usual pace: {:.1f} ms each (median), the job's usual "
+                                  "{:.1f} ms",
+                                  steps[steps.size() - kPaceWindow].step, steps.back().step, *ms, pace.slow_usual_ms),
+            now, events);
   }
 }
 

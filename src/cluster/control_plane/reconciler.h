@@ -198,9 +198,14 @@ class Reconciler {
   // whose last commit failed (the copy may differ from the store).
   std::map<std::string, JobObject> jobs_;
   std::set<std::string> stale_;
-  // Running train/finetune jobs' metrics.jsonl as read so far (judge_pace), by key; dropped
-  // when a job stops running.
-  std::map<std::string, PaceFollower> pace_;
+  // Running train/finetune jobs' metrics.jsonl as read so far (judge_pace), by key, with the
+  // usual step time of a SlowProgress diagnosis (what its recovery is judged against); dropped
+  // when a job stops running (a diagnosis then stays until the next attempt).
+  struct Pace {
+    PaceFollower follower;
+    double slow_usual_ms = 0;
+  };
+  std::map<std::string, Pace> pace_;
   std::thread thread_;
 };
 

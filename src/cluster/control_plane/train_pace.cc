@@ -84,6 +84,15 @@ std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps) {
   return Slowdown{recent_ms, usual_ms, steps[n - kPaceWindow].step, steps.back().step, n - kPaceWindow};
 }
 
+std::optional<double> recovered_pace(const std::vector<StepPace>& steps, double usual_ms) {
+  if (static_cast<int>(steps.size()) < kPaceWindow || usual_ms <= 0) return std::nullopt;
+  std::vector<double> recent;
+  for (auto s = steps.end() - kPaceWindow; s != steps.end(); ++s) recent.push_back(s->step_ms);
+  const double recent_ms = median(recent);
+  if (recent_ms > kRecoveredRatio * usual_ms && recent_ms - usual_ms > kSlowMinExtraMs / 2) return std::nullopt;
+  return recent_ms;
+}
+
 std::string Straggler::message() const {
   return fmt::format("rank {} is a straggler: {:.1f} ms of compute per step over steps {}-{}, {:.1f}x the median "
                      "of the ranks ({:.1f} ms)",

@@ -8,9 +8,10 @@
 //                 least kSlowMinExtraMs more: step time against its own history (a few ms of
 //                 scheduling noise on millisecond steps, a resumed run's first steps, are not
 //                 a slowdown)
-// A Straggler diagnosis clears when the ranks are even again (ranks_even); SlowProgress stays
-// until the next attempt (its history fills with the slow steps, so "back to normal" has no
-// fair reference yet).
+// A Straggler diagnosis clears when the ranks are even again (ranks_even); SlowProgress when
+// the window's median is back within kRecoveredRatio x (or kSlowMinExtraMs / 2 above) the usual
+// step time found at the diagnosis (recovered_pace: the history since then holds the slow
+// steps, so it is no fair reference).
 // Pure functions over text, and PaceFollower, which the reconciler keeps per running job to
 // read only what the trainer appended since the last round (at first the last kPaceTailBytes).
 #pragma once
@@ -25,6 +26,7 @@ namespace koi::cluster {
 constexpr double kStragglerRatio = 1.5;
 constexpr double kSlowRatio = 3.0;
 constexpr double kSlowMinExtraMs = 50.0;
+constexpr double kRecoveredRatio = 1.5;
 constexpr int kPaceWindow = 5;
 constexpr int kPaceHistory = 10;
 constexpr int64_t kPaceTailBytes = 16 * 1024;  // ~120 steps of a 2-rank run
@@ -59,6 +61,10 @@ struct Slowdown {
   std::string message() const;
 };
 std::optional<Slowdown> find_slowdown(const std::vector<StepPace>& steps);
+// The median step_ms of the last kPaceWindow steps when it is back to `usual_ms` (the
+// Slowdown's, at the diagnosis): at most kRecoveredRatio x it, or kSlowMinExtraMs / 2 above it;
+// nullopt while it is not.
+std::optional<double> recovered_pace(const std::vector<StepPace>& steps, double usual_ms);
 
 double median(std::vector<double> values);
 

@@ -140,3 +140,24 @@ TEST(TrainPace, RanksEvenNeedsEveryStepOfTheWindow) {
 
 }  // namespace
 }  // namespace koi::cluster
+
+namespace koi::cluster {
+namespace {
+
+// A slow job recovers against the usual time found at its diagnosis, not against a history
+// that has filled with the slow steps.
+TEST(TrainPace, RecoveredPaceIsJudgedAgainstTheUsualTimeAtTheDiagnosis) {
+  const std::optional<Slowdown> slow = find_slowdown(parse_pace(lines(1, 20, 100.0) + lines(21, 5, 400.0)));
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_DOUBLE_EQ(slow->usual_ms, 100.0);
+  const std::string after = lines(1, 20, 100.0) + lines(21, 60, 400.0);  // the slow steps are now most of it
+  EXPECT_FALSE(recovered_pace(parse_pace(after), slow->usual_ms).has_value());
+  EXPECT_DOUBLE_EQ(*recovered_pace(parse_pace(after + lines(81, 5, 140.0)), slow->usual_ms), 140.0);  // 1.4x
+  EXPECT_FALSE(recovered_pace(parse_pace(after + lines(81, 5, 180.0)), slow->usual_ms).has_value());  // 1.8x, +80 ms
+  // Millisecond steps: within kSlowMinExtraMs / 2 of the usual time is back, whatever the ratio.
+  EXPECT_TRUE(recovered_pace(parse_pace(lines(1, 5, 20.0)), 2.0).has_value());
+  EXPECT_FALSE(recovered_pace(parse_pace(lines(1, 5, 20.0)), 0.0).has_value());  // no usual time known
+}
+
+}  // namespace
+}  // namespace koi::cluster
