@@ -79,7 +79,7 @@ void unpack(const uint8_t* row, int64_t b, Unpacked& u) {
     sm[1] = (word[2] & kLow4) | (((word[0] >> 6) & kTop2) << 4);      // scales 4..7
     sm[2] = word[1] & kLow6;                                          // mins 0..3
     sm[3] = ((word[2] >> 4) & kLow4) | (((word[1] >> 6) & kTop2) << 4);  // mins 4..7
-    const __m256i wide = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sm[0]), static_cast<int>(sm[1]), static_cast<int>(sm[2]), static_cast<int>(sm[3])));
     const __m128i scales = _mm256_castsi256_si128(wide), mins = _mm256_extracti128_si256(wide, 1);
     const __m256i scales2 = _mm256_broadcastsi128_si256(scales);
     for (int j = 0; j < 8; ++j) {
