@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/block_hash.h"
+#include "tokenizer/unicode.h"
 
 namespace koi::serve {
 namespace json = boost::json;
@@ -724,6 +725,17 @@ std::string token_piece(const tokenizer::Tokenizer& tok, int32_t id) {
   return out;
 }
 
+// A token's text as a JSON string: itself when it is whole UTF-8, else OpenAI's spelling of
+// a partial character, "bytes:" and each byte as \xNN ("bytes:\xe2\x80"), so that the response
+// stays valid JSON (a byte-level token can hold part of a character; chat's "bytes" field
+// carries the raw bytes either way).
+std::string token_text(const std::string& piece) {
+  if (tokenizer::valid_utf8(piece)) return piece;
+  std::string out = "bytes:";
+  for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
 json::array bytes_json(const std::string& s) {
   json::array out;
   for (unsigned char c : s) out.push_back(c);
@@ -738,11 +750,11 @@ json::object completion_logprobs(std::span<const engine::SampledToken> tokens, s
     std::string text = token_piece(tok, t.token);
     offsets.push_back(text_offset);
     text_offset += text.size();
-    texts.push_back(json::string(text));
+    texts.push_back(json::string(token_text(text)));
     lps.push_back(t.logprob);
     json::object top;
     for (const auto& alt : t.top_logprobs) {
-      top[token_piece(tok, alt.token)] = alt.logprob;
+      top[token_text(token_piece(tok, alt.token))] = alt.logprob;
     }
     tops.push_back(std::move(top));
   }
@@ -754,7 +766,7 @@ json::object completion_logprobs(std::span<const engine::SampledToken> tokens, s
 json::object chat_logprobs(std::span<const engine::SampledToken> tokens, const tokenizer::Tokenizer& tok) {
   auto entry = [&](int32_t id, float logprob) {
     std::string text = token_piece(tok, id);
-    return json::object{{"token", text}, {"logprob", logprob}, {"bytes", bytes_json(text)}};
+    return json::object{{"token", token_text(text)}, {"logprob", logprob}, {"bytes", bytes_json(text)}};
   };
   json::array content;
   for (const auto& t : tokens) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/block_hash.h"
+#include "tokenizer/unicode.h"
 
 namespace koi::serve {
 namespace {
@@ -234,6 +235,47 @@ TEST(ApiTest, TokenizeTakesAChatsToolsAsAChatCompletionDoes) {
   auto e = parse_tokenize_request(R"({"model":"m",)" + messages + R"(,"tools":[{"type":"web"}]})", &bad);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "tools[0].type");
+}
+
+// A byte-level token can hold part of a character ("…" is e2 80 a6; a token of e2 80): its
+// logprobs entry must still be valid UTF-8, spelled as OpenAI spells it, with the raw bytes
+// in chat's "bytes".
+TEST(ApiTest, LogprobsOfAPartialCharacterStayValidUtf8) {
+  tokenizer::TokenizerSpec spec;
+  spec.kind = tokenizer::TokenizerKind::kBpeMerges;
+  spec.byte_level = true;
+  spec.pre = "gpt2";
+  for (std::string_view bytes : {std::string_view("\xe2\x80"), std::string_view("\xa6"), std::string_view("a")}) {
+    std::string text;
+    tokenizer::append_byte_level(bytes, &text);
+    spec.tokens.push_back(text);
+  }
+  spec.types.assign(spec.tokens.size(), tokenizer::TokenType::kNormal);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::create(spec).value();
+  ChoiceOutput choice;
+  choice.text = "\xe2\x80\xa6" "a";
+  engine::SampledToken partial{.token = 0, .logprob = -0.5f};
+  partial.top_logprobs = {{.token = 0, .logprob = -0.5f}, {.token = 1, .logprob = -1.5f}};
+  choice.logprobs = {partial, engine::SampledToken{.token = 1, .logprob = -0.25f}, engine::SampledToken{.token = 2}};
+  choice.logprobs[1].top_logprobs = {{.token = 1, .logprob = -0.25f}};
+  choice.logprobs[2].top_logprobs = {{.token = 2, .logprob = 0.0f}};
+
+  ResponseMeta completion{.kind = ApiKind::kCompletion, .id = "c", .created = 1, .model = "m"};
+  const std::string body = boost::json::serialize(full_response(completion, {&choice, 1}, Usage{}, tok));
+  EXPECT_TRUE(tokenizer::valid_utf8(body)) << body;
+  const boost::json::value parsed = boost::json::parse(body);
+  const boost::json::object& lp = parsed.at("choices").at(0).at("logprobs").as_object();
+  EXPECT_EQ(lp.at("tokens"), (boost::json::array{"bytes:\\xe2\\x80", "bytes:\\xa6", "a"}));
+  EXPECT_EQ(lp.at("text_offset"), (boost::json::array{0, 2, 3}));
+  EXPECT_TRUE(lp.at("top_logprobs").at(0).as_object().contains("bytes:\\xe2\\x80"));
+
+  ResponseMeta chat{.kind = ApiKind::kChat, .id = "c", .created = 1, .model = "m"};
+  const std::string chat_body = boost::json::serialize(full_response(chat, {&choice, 1}, Usage{}, tok));
+  EXPECT_TRUE(tokenizer::valid_utf8(chat_body)) << chat_body;
+  const boost::json::value chat_parsed = boost::json::parse(chat_body);
+  const boost::json::value& first = chat_parsed.at("choices").at(0).at("logprobs").at("content").at(0);
+  EXPECT_EQ(first.at("token"), "bytes:\\xe2\\x80");
+  EXPECT_EQ(first.at("bytes"), (boost::json::array{0xe2, 0x80}));
 }
 
 TEST(ApiTest, DetokenizeChecksTheVocabulary) {

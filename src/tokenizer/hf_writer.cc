@@ -17,19 +17,6 @@ constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁"
 // Tokenizer::encode merges a SentencePiece pair only when its token scores above this.
 constexpr float kMinMergeScore = -1e10f;
 
-bool valid_utf8(std::string_view s) {
-  for (size_t pos = 0; pos < s.size();) {
-    const size_t len = utf8_char_len(uint8_t(s[pos]));
-    if (uint8_t(s[pos]) >= 0x80 && len == 1) return false;  // a continuation byte first
-    if (pos + len > s.size()) return false;
-    for (size_t i = 1; i < len; ++i) {
-      if ((uint8_t(s[pos + i]) & 0xC0) != 0x80) return false;
-    }
-    pos += len;
-  }
-  return true;
-}
-
 bool is_mergeable(TokenType t) { return t == TokenType::kNormal || t == TokenType::kUserDefined; }
 bool is_added(TokenType t) {
   return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined;

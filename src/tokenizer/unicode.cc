@@ -58,6 +58,19 @@ size_t utf8_piece_len(std::string_view text, size_t pos) {
   return len;
 }
 
+bool valid_utf8(std::string_view s) {
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t len = utf8_char_len(uint8_t(s[pos]));
+    if (uint8_t(s[pos]) >= 0x80 && len == 1) return false;  // a continuation byte first
+    if (pos + len > s.size()) return false;
+    for (size_t i = 1; i < len; ++i) {
+      if (!is_continuation(uint8_t(s[pos + i]))) return false;
+    }
+    pos += len;
+  }
+  return true;
+}
+
 size_t utf8_char_len(uint8_t lead) {
   if (lead >= 0xF0 && lead <= 0xF4) return 4;
   if (lead >= 0xE0 && lead <= 0xEF) return 3;

@@ -17,6 +17,10 @@ size_t utf8_piece_len(std::string_view text, size_t pos);
 // The UTF-8 bytes of code point `cp` (1 to 4 bytes; the caller passes a valid code point).
 std::string encode_utf8(uint32_t cp);
 
+// True when `s` is well-formed UTF-8 by its lead bytes (each lead byte followed by as many
+// continuation bytes as it announces; no stray continuation byte).
+bool valid_utf8(std::string_view s);
+
 // Number of bytes a character starting with `lead` has (1 for a byte that cannot start
 // one).
 size_t utf8_char_len(uint8_t lead);
