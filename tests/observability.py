@@ -91,11 +91,13 @@ def start_all(env):
     for _ in range(3):
         status, _, text = gh.completion(gw, key)
         gh.check(status == 200, "a completion through the gateway: " + str(status) + " " + text[:200])
-    # The control plane's jobs: admitted, the failing one restarted, the low one preempted.
+    # The control plane's jobs: admitted, the failing one restarted, the low one preempted;
+    # and a measured CPU utilisation, which needs two /proc/stat samples (a second apart).
     end = time.time() + 30
     while time.time() < end:
         text = get(cp.url + "/metrics")
-        if 'cause="failure"' in text and "koi_cluster_preemptions_total{" in text:
+        if ('cause="failure"' in text and "koi_cluster_preemptions_total{" in text
+                and "koi_cluster_node_cpu_utilization_ratio{" in text):
             break
         time.sleep(0.2)
     return cp, trainer, {"cluster": cp.url, "gateway": gw.url, "serve": replica.url, "train": train_url}
