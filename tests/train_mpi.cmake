@@ -7,3 +7,10 @@ foreach(t data_parallel watchdog restart straggler)
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_mpi_${t}.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
   set_tests_properties(train_mpi_${t} PROPERTIES LABELS integration TIMEOUT 90)
 endforeach()
+# Sharded data parallel (issue 17): ZeRO-2 and ZeRO-3 against a single process, resharding
+# checkpoints, bytes per step; ZeRO-3's memory per rank on 4 ranks.
+foreach(t zero zero_memory)
+  add_test(NAME train_mpi_${t}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_mpi_${t}.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
+  set_tests_properties(train_mpi_${t} PROPERTIES LABELS integration TIMEOUT 120)
+endforeach()

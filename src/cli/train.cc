@@ -35,6 +35,7 @@ struct TrainOptions {
   std::optional<int> threads;
   bool resume = false;
   std::optional<int> zero;
+  bool no_overlap = false;
   std::optional<double> bucket_mb;
   std::optional<float> moe_aux_loss_coef;
   double collective_timeout = 60.0;
@@ -67,6 +68,7 @@ int run_train(const TrainOptions& o) {
   if (o.steps) config->steps = *o.steps, config->schedule.decay_steps = std::min(config->schedule.decay_steps, *o.steps);
   if (o.threads) config->threads = *o.threads;
   if (o.zero) config->zero_stage = *o.zero;
+  if (o.no_overlap) config->overlap = false;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
   if (o.lora_rank) {
@@ -116,8 +118,12 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--steps", o->steps, "optimizer steps (overrides train.steps; the cosine ends there at the latest)");
   app->add_option("--threads", o->threads, "worker threads (default: the physical cores)");
   app->add_flag("--resume", o->resume, "continue from the newest complete checkpoint of the run directory");
-  app->add_option("--zero", o->zero, "1: shard AdamW's state over the mpirun ranks (ZeRO-1); 0: plain data parallel")
-      ->check(CLI::IsMember({0, 1}));
+  app->add_option("--zero", o->zero,
+                  "shard over the mpirun ranks: 1 AdamW's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
+                  "weights, gathered per layer (ZeRO-3/FSDP); 0: plain data parallel")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  app->add_flag("--no-overlap", o->no_overlap,
+                "ZeRO-2/3: wait for each collective at once instead of overlapping it with compute (for comparison)");
   app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
       ->check(CLI::PositiveNumber);
   app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,

@@ -144,6 +144,7 @@ Result<std::string> write_checkpoint(const std::string& run_dir, const Checkpoin
   json::array chars;
   for (const std::string& ch : state.chars) chars.emplace_back(ch);
   s["chars"] = std::move(chars);
+  if (!state.layout.empty()) s["layout"] = state.layout;
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "state.json"), json::serialize(s)));
   if (before_commit) before_commit();
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kMarker), "ok\n"));
@@ -186,6 +187,7 @@ Result<TrainState> read_checkpoint_state(const std::string& dir) {
     s.step = json::value_to<int64_t>(o->at("step"));
     s.loader_position = json::value_to<uint64_t>(o->at("loader_position"));
     s.chars = json::value_to<std::vector<std::string>>(o->at("chars"));
+    if (o->contains("layout")) s.layout = json::value_to<std::string>(o->at("layout"));
   } catch (const std::exception& e) {
     return Status::corrupt(path + ": bad field: " + e.what());
   }

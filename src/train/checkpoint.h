@@ -5,6 +5,7 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
+//                      the writer's layout (ranks, ZeRO stage),
 //   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
 //   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
 //                      the run trains adapters; optimizer.safetensors then holds their moments
@@ -41,6 +42,9 @@ struct TrainState {
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
   std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
+  // The layout of the run that wrote it ("dp=2 zero=3"); informational: a checkpoint holds the
+  // whole state, so it loads under any layout. Empty: not recorded (older checkpoints).
+  std::string layout = std::string();
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).

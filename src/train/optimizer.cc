@@ -47,7 +47,7 @@ void AdamW::step(std::vector<float>& params, const std::vector<float>& grads, co
   }
 }
 
-float clip_grad_norm(std::vector<float>& grads, float max_norm) {
+double grad_sum_of_squares(const std::vector<float>& grads) {
   // Eight running sums combined in a fixed order: vectorisable, and the same for any run.
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   const size_t n = grads.size();
@@ -57,11 +57,19 @@ float clip_grad_norm(std::vector<float>& grads, float max_norm) {
   }
   double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   for (; i < n; ++i) ss += static_cast<double>(grads[i]) * grads[i];
-  const float norm = static_cast<float>(std::sqrt(ss));
+  return ss;
+}
+
+void clip_grads_to(std::vector<float>& grads, float norm, float max_norm) {
   if (max_norm > 0.0f && norm > max_norm) {
     const float coef = max_norm / (norm + 1e-6f);
     for (float& g : grads) g *= coef;
   }
+}
+
+float clip_grad_norm(std::vector<float>& grads, float max_norm) {
+  const float norm = static_cast<float>(std::sqrt(grad_sum_of_squares(grads)));
+  clip_grads_to(grads, norm, max_norm);
   return norm;
 }
 

@@ -1,11 +1,15 @@
 // TimedCommunicator: a Communicator that forwards every collective to another and adds its
 // wall time to TrainMetrics' koi_train_collective_seconds_total{collective} and one to
-// koi_train_collectives_total{collective}, collective being the kind (allreduce, allgather,
-// broadcast, barrier; the per-call names such as "allreduce grads bucket 3" would make a
-// series per bucket). Not thread-safe, like every Communicator.
+// koi_train_collectives_total{collective} and the size of its full buffer to
+// koi_train_collective_bytes_total{collective} (also summed in bytes(), which the trainer logs
+// per step), collective being the kind (allreduce, allgather, reduce_scatter, broadcast,
+// barrier; the per-call names such as "allreduce grads bucket 3" would make a series per
+// bucket). A non-blocking collective counts at its start and its time is the time wait()
+// blocked. Not thread-safe, like every Communicator.
 #pragma once
 
 #include <chrono>
+#include <map>
 
 #include "train/collectives.h"
 #include "train/train_metrics.h"
@@ -23,8 +27,16 @@ class TimedCommunicator final : public Communicator {
   Status allreduce_sum(float* data, int64_t n, std::string_view what) override;
   Status allreduce_sum(double* data, int64_t n, std::string_view what) override;
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override;
+  Status reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                            std::string_view what) override;
+  int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) override;
+  int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                   std::string what) override;
+  Status wait(int64_t ticket) override;
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
+  // Bytes of every collective so far (the sum of koi_train_collective_bytes_total).
+  double bytes() const { return bytes_; }
   [[noreturn]] void abort(int exit_code) override {
     inner_.abort(exit_code);
     __builtin_unreachable();  // inner_.abort does not return
@@ -34,18 +46,28 @@ class TimedCommunicator final : public Communicator {
   struct Kind {
     metrics::Counter* seconds;
     metrics::Counter* calls;
+    metrics::Counter* bytes;
   };
+  Kind kind(TrainMetrics& metrics, const char* name);
+  void count(const Kind& k, double bytes) {
+    k.calls->inc();
+    k.bytes->inc(bytes);
+    bytes_ += bytes;
+  }
   template <typename F>
-  Status timed(const Kind& k, F&& f) {
+  Status timed(const Kind& k, double bytes, F&& f) {
     const auto t0 = std::chrono::steady_clock::now();
     Status s = f();
     k.seconds->inc(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    k.calls->inc();
+    count(k, bytes);
     return s;
   }
+  static double sum_bytes(const std::vector<int64_t>& counts);
 
   Communicator& inner_;
-  Kind allreduce_, allgather_, broadcast_, barrier_;
+  Kind allreduce_, allgather_, reduce_scatter_, broadcast_, barrier_;
+  std::map<int64_t, const Kind*> started_;  // non-blocking collectives in flight, by ticket
+  double bytes_ = 0.0;
 };
 
 }  // namespace koi::train

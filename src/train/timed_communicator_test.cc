@@ -22,6 +22,9 @@ class SlowCommunicator final : public Communicator {
   }
   Status allreduce_sum(double*, int64_t, std::string_view) override { return Status::unavailable("peer gone"); }
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
+  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
+    return ok_status();
+  }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   [[noreturn]] void abort(int) override { std::abort(); }

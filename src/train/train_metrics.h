@@ -14,7 +14,8 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
-// (collective: allreduce, allgather, broadcast, barrier; see TimedCommunicator.)
+//   koi_train_collective_bytes_total{collective}    bytes of the collectives' full buffers
+// (collective: allreduce, allgather, reduce_scatter, broadcast, barrier; see TimedCommunicator.)
 #pragma once
 
 #include "base/metrics.h"
@@ -42,6 +43,7 @@ struct TrainMetrics {
   metrics::Histogram& checkpoint_write;
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
+  metrics::Family<metrics::Counter> collective_bytes;
 };
 
 }  // namespace koi::train

@@ -23,6 +23,7 @@
 #include "train/llama_train.h"
 #include "train/timed_communicator.h"
 #include "train/train_metrics.h"
+#include "train/zero.h"
 
 namespace koi::train {
 namespace {
@@ -147,6 +148,33 @@ Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, TokenRange to
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
+// ZeRO-2/3: every rank's memory over the steps (zero.h), printed by rank 0 and appended to
+// metrics.jsonl as one {"memory_rank":R,...} line per rank.
+Status report_memory(const ShardedDataParallel& zero, Communicator& comm, const std::string& metrics) {
+  const ZeroMemory m = zero.memory();
+  constexpr int kFields = 5;
+  std::vector<double> all(static_cast<size_t>(kFields * comm.size()), 0.0);
+  double* mine = all.data() + kFields * comm.rank();
+  mine[0] = static_cast<double>(m.own), mine[1] = static_cast<double>(m.working_set);
+  mine[2] = static_cast<double>(m.tracked_peak), mine[3] = static_cast<double>(m.peak_rss);
+  mine[4] = static_cast<double>(m.one_process);
+  KOI_RETURN_IF_ERROR(comm.allreduce_sum(all.data(), static_cast<int64_t>(all.size()), "allreduce memory report"));
+  if (comm.rank() != 0) return ok_status();
+  std::fprintf(stderr, "memory per rank: %s\n", m.arithmetic.c_str());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* v = all.data() + kFields * r;
+    std::fprintf(stderr,
+                 "memory rank %d: tracked peak %.0f B <= own %.0f B + working set %.0f B = %.0f B (one process: %.0f "
+                 "B); peak RSS %.1f MiB\n",
+                 r, v[2], v[0], v[1], v[0] + v[1], v[4], v[3] / (1 << 20));
+    append_line(metrics, fmt::format("{{\"memory_rank\":{},\"own_bytes\":{:.0f},\"working_set_bytes\":{:.0f},"
+                                     "\"tracked_peak_bytes\":{:.0f},\"peak_rss_bytes\":{:.0f},"
+                                     "\"one_process_bytes\":{:.0f}}}",
+                                     r, v[0], v[1], v[2], v[3], v[4]));
+  }
+  return ok_status();
+}
+
 // data.tokenizer and the fine-tuning keys. model.init_from takes the place of the shape keys
 // and brings its tokenizer (data.tokenizer "model"); a new model takes the characters
 // ("char") or a tokenizer path; LoRA needs a model to adapt.
@@ -243,7 +271,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -267,8 +295,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (c.batch_size < 1 || c.grad_accum < 1 || c.steps < 1) {
     return Status::invalid_argument(file_name + ": train.batch_size, grad_accum and steps must be at least 1");
   }
-  if (c.zero_stage != 0 && c.zero_stage != 1) {
-    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
+  if (c.zero_stage < 0 || c.zero_stage > 3) {
+    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded "
+                                                "AdamW state), 2 (ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
   }
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
@@ -288,6 +317,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
+  if (c.zero_stage >= 2 && c.lora.rank > 0) {
+    return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
+                                    " shards the whole model's weights and gradients, and a LoRA run trains only its "
+                                    "adapters; use zero 0 or 1 with lora_rank");
+  }
   if (c.batch_size % ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
                                     std::to_string(ranks) + " ranks; use a multiple of the rank count");
@@ -343,21 +377,31 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
-  DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
+  // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
+  std::optional<DistributedAdamW> opt;
+  if (c.zero_stage < 2) opt.emplace(&cm, c.adam, model.trainable_layout(), c.zero_stage);
+  std::optional<AdamW> resumed;  // the checkpoint's optimizer state
   if (ckpt_dir.empty() && base) {
     KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
   } else if (ckpt_dir.empty()) {
     model.init_random(c.seed);
   } else {
-    AdamW full(c.adam, static_cast<int64_t>(model.trainable_params().size()));
-    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &full));
-    opt.load_full_state(full);
+    resumed.emplace(c.adam, static_cast<int64_t>(model.trainable_params().size()));
+    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &*resumed));
+    if (opt) opt->load_full_state(*resumed);
     if (rank == 0) {
-      std::fprintf(stderr, "resuming from %s (step %lld)\n", ckpt_dir.c_str(), static_cast<long long>(state.step));
+      std::fprintf(stderr, "resuming from %s (step %lld%s)\n", ckpt_dir.c_str(), static_cast<long long>(state.step),
+                   state.layout.empty() ? "" : (", written by " + state.layout).c_str());
     }
   }
-  KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
-                                          static_cast<int64_t>(state.loader_position)}));
+  const int64_t num_params = static_cast<int64_t>(model.params().size());
+  KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
+  std::unique_ptr<ShardedDataParallel> zero;
+  if (c.zero_stage >= 2) {
+    zero = std::make_unique<ShardedDataParallel>(&cm, &model, c.adam, c.zero_stage, c.overlap);
+    if (resumed) zero->load_full_state(*resumed);
+  }
+  resumed.reset();
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -381,9 +425,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
-        ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
+        ranks == 1 && c.zero_stage < 2
+            ? ""
+            : fmt::format(" x {} ranks{}", ranks, c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
-                 static_cast<long long>(model.params().size()), mc.n_vocab,
+                 static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
                  static_cast<unsigned long long>(val_tokens.size()), pool.num_threads(), parallel.c_str());
     if (model.lora() != nullptr) {
@@ -412,16 +458,18 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
+    state.layout = fmt::format("dp={} zero={}", ranks, c.zero_stage);
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
-    return opt.with_full_state([&](AdamW& full) -> Status {
+    auto write = [&](AdamW& full) -> Status {
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
       CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
       const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
-    });
+    };
+    return zero ? zero->with_full_state(write) : opt->with_full_state(write);
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
@@ -446,11 +494,14 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   std::vector<double> step_stats(2 + ranks);
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
+  if (zero) zero->reset_peak();
   while (state.step < c.steps) {
     cm.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
+    const double bytes_before = timed_comm.bytes();
     model.zero_grad();
+    if (zero) zero->zero_grad();
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
@@ -466,7 +517,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_stats[0] = loss;
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    {
+    if (zero) {
+      trace::Span span(trace, "wait for gradient reductions", "collective");
+      KOI_RETURN_IF_ERROR(zero->finish_backward());
+    } else {
       trace::Span span(trace, "allreduce grads", "collective");
       KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
     }
@@ -478,12 +532,17 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     float norm;
     {
       trace::Span span(trace, "clip grad norm", "optimizer");
-      norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      if (zero) {
+        KOI_ASSIGN_OR_RETURN(norm, zero->clip_grad_norm(c.grad_clip));
+      } else {
+        norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      }
     }
     const float lr = lr_at(c.schedule, state.step);
     {
       trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+      KOI_RETURN_IF_ERROR(zero ? zero->step(lr, &pool)
+                               : opt->step(model.trainable_params(), model.trainable_grads(), lr, &pool));
     }
     ++state.step;
 
@@ -522,6 +581,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
         json += ",\"rank_ms\":[";
         for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
         json += "]";
+        // Bytes of rank 0's collectives in the step (TimedCommunicator), for the ZeRO benchmarks.
+        json += fmt::format(",\"comm_bytes\":{:.0f}", timed_comm.bytes() - bytes_before);
         for (int r : stragglers.observe(rank_ms)) {
           std::fprintf(stderr,
                        "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
@@ -542,6 +603,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       break;
     }
   }
+  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, cm, metrics));
   if (!result.stopped) {
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());
