@@ -20,7 +20,7 @@ head -c 300000 "$SHARED/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
 cat > "$WORK/model.yaml" <<YAML
 model: {dim: 128, layers: 8, heads: 8, kv_heads: 4, ffn_dim: 352, context: 64}
 data: {text: $WORK/corpus.txt, tokenizer: char}
-train: {batch_size: 8, steps: $STEPS, lr: 1.0e-3, seed: 7, log_interval: 0, eval_iters: 1, threads: 1}
+train: {batch_size: 8, steps: $STEPS, lr: 1.0e-3, seed: 7, log_interval: 0, eval_iters: 1, threads: 1, out: unused}
 YAML
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 if [ "$(id -u)" -eq 0 ]; then MPIRUN+=(--allow-run-as-root); fi

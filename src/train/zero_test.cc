@@ -13,10 +13,11 @@
 namespace koi::train {
 namespace {
 
-model::ModelConfig tiny_config(bool tied) {
+model::ModelConfig tiny_config(bool tied, bool moe = false) {
   model::ModelConfig c;
   c.dim = 32, c.n_layers = 3, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 8, c.ffn_dim = 48, c.n_vocab = 40;
   c.max_seq_len = 16, c.tied_embeddings = tied, c.rope_style = kernels::RopeStyle::kNeox;
+  if (moe) c.moe = {.n_experts = 4, .n_experts_used = 2, .expert_ffn_dim = 16};
   return c;
 }
 
@@ -35,9 +36,10 @@ AdamWConfig adam() {
 }
 
 // `steps` plain steps of `micro` micro-batches: full gradients, clip_grad_norm, AdamW.
-std::vector<float> plain_run(bool tied, int steps, int micro_batches, float clip, std::vector<float>* losses) {
+std::vector<float> plain_run(const model::ModelConfig& c, int steps, int micro_batches, float clip,
+                             std::vector<float>* losses) {
   ThreadPool pool(1);
-  LlamaTrain m = *LlamaTrain::create(tiny_config(tied), &pool);
+  LlamaTrain m = *LlamaTrain::create(c, &pool);
   m.init_random(5);
   AdamW opt(adam(), static_cast<int64_t>(m.params().size()));
   std::vector<int32_t> in, tg;
@@ -55,11 +57,11 @@ std::vector<float> plain_run(bool tied, int steps, int micro_batches, float clip
 }
 
 // The same through ShardedDataParallel; returns the full weights (gathered).
-std::vector<float> zero_run(bool tied, int stage, bool overlap, int steps, int micro_batches, float clip,
-                            std::vector<float>* losses, ZeroMemory* memory = nullptr) {
+std::vector<float> zero_run(const model::ModelConfig& c, int stage, bool overlap, int steps, int micro_batches,
+                            float clip, std::vector<float>* losses, ZeroMemory* memory = nullptr) {
   ThreadPool pool(1);
   LocalCommunicator comm;
-  LlamaTrain m = *LlamaTrain::create(tiny_config(tied), &pool);
+  LlamaTrain m = *LlamaTrain::create(c, &pool);
   m.init_random(5);
   ShardedDataParallel zero(&comm, &m, adam(), stage, overlap);
   EXPECT_TRUE(m.grads().empty());
@@ -112,16 +114,18 @@ TEST(ZeroUnits, PiecesCoverTheFlatLayoutOnce) {
 }
 
 TEST(ShardedDataParallel, OneRankMatchesThePlainStepBitwise) {
-  for (bool tied : {true, false}) {
+  const std::pair<const char*, model::ModelConfig> models[] = {
+      {"tied", tiny_config(true)}, {"untied", tiny_config(false)}, {"experts", tiny_config(false, true)}};
+  for (const auto& [name, config] : models) {
     std::vector<float> plain_losses;
     // One micro-batch: accumulating a second one sums in another order (0 + g2, then g1 + that).
-    const std::vector<float> plain = plain_run(tied, 3, 1, /*clip=*/0.0f, &plain_losses);
+    const std::vector<float> plain = plain_run(config, 3, 1, /*clip=*/0.0f, &plain_losses);
     for (int stage : {2, 3}) {
       for (bool overlap : {true, false}) {
         std::vector<float> losses;
-        const std::vector<float> got = zero_run(tied, stage, overlap, 3, 1, 0.0f, &losses);
-        EXPECT_EQ(losses, plain_losses) << "stage " << stage << " overlap " << overlap << " tied " << tied;
-        EXPECT_EQ(got, plain) << "stage " << stage << " overlap " << overlap << " tied " << tied;
+        const std::vector<float> got = zero_run(config, stage, overlap, 3, 1, 0.0f, &losses);
+        EXPECT_EQ(losses, plain_losses) << "stage " << stage << " overlap " << overlap << " " << name;
+        EXPECT_EQ(got, plain) << "stage " << stage << " overlap " << overlap << " " << name;
       }
     }
   }
@@ -129,8 +133,8 @@ TEST(ShardedDataParallel, OneRankMatchesThePlainStepBitwise) {
 
 TEST(ShardedDataParallel, ClipsByTheGlobalNormLikeClipGradNorm) {
   std::vector<float> plain_losses, losses;
-  const std::vector<float> plain = plain_run(false, 3, 2, /*clip=*/0.05f, &plain_losses);
-  const std::vector<float> got = zero_run(false, 3, true, 3, 2, 0.05f, &losses);
+  const std::vector<float> plain = plain_run(tiny_config(false), 3, 2, /*clip=*/0.05f, &plain_losses);
+  const std::vector<float> got = zero_run(tiny_config(false), 3, true, 3, 2, 0.05f, &losses);
   ASSERT_EQ(got.size(), plain.size());
   // The sum of squares runs in unit order, not layout order, and micro-batches are summed per
   // unit: the last bits may differ.
@@ -141,7 +145,7 @@ TEST(ShardedDataParallel, StageThreeHoldsItsPartsAndOneWorkingSet) {
   std::vector<float> losses;
   for (bool overlap : {true, false}) {
     ZeroMemory m;
-    zero_run(false, 3, overlap, 2, 2, 1.0f, &losses, &m);
+    zero_run(tiny_config(false), 3, overlap, 2, 2, 1.0f, &losses, &m);
     const int64_t params = m.one_process / 16;
     EXPECT_EQ(m.own, m.one_process);  // one rank owns every part
     EXPECT_GT(m.tracked_peak, m.own);  // gathered units on top
