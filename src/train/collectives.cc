@@ -72,6 +72,12 @@ class MpiCommunicator final : public Communicator {
     MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &p.request);
     return next_ticket_++;
   }
+  void progress() override {
+    for (auto& [ticket, p] : pending_) {
+      int done = 0;
+      MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);  // a completed request becomes MPI_REQUEST_NULL
+    }
+  }
   Status wait(int64_t ticket) override {
     auto it = pending_.find(ticket);
     KOI_CHECK(it != pending_.end());

@@ -55,6 +55,9 @@ class Communicator {
   virtual int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                            std::string what);
   virtual Status wait(int64_t ticket);
+  // Lets started collectives advance (MPI moves a non-blocking collective's data mostly inside
+  // MPI calls); call it between pieces of compute. Default: nothing.
+  virtual void progress() {}
   // Copies root's bytes to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
   virtual Status barrier(std::string_view what) = 0;

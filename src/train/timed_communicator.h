@@ -33,6 +33,7 @@ class TimedCommunicator final : public Communicator {
   int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                    std::string what) override;
   Status wait(int64_t ticket) override;
+  void progress() override { inner_.progress(); }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
   // Bytes of every collective so far (the sum of koi_train_collective_bytes_total).

@@ -143,6 +143,7 @@ const float* ShardedDataParallel::forward_params(int unit) {
 
 void ShardedDataParallel::forward_done(int unit) {
   if (stage_ == 3) release(unit_params_[static_cast<size_t>(unit)]);
+  comm_->progress();
 }
 
 const float* ShardedDataParallel::backward_params(int unit) {
@@ -176,7 +177,11 @@ void ShardedDataParallel::backward_done(int unit) {
   acquire(in_flight_->received, u.mine.size());
   in_flight_->ticket = comm_->start_reduce_scatter_sum(unit_grads_[i].data(), in_flight_->received.data(), u.counts,
                                                        "reduce-scatter grads unit " + std::to_string(unit));
-  if (!overlap_) finish_reduction();
+  if (overlap_) {
+    comm_->progress();
+  } else {
+    finish_reduction();
+  }
 }
 
 void ShardedDataParallel::finish_reduction() {

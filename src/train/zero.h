@@ -15,7 +15,9 @@
 // Overlap (on by default): the collectives are non-blocking. Stage 3 starts the allgather of
 // the next unit of the pass when it hands out a unit's weights (prefetch); a unit's gradient
 // reduce-scatter runs while the backward pass goes on, waited when the next unit's starts
-// (one in flight) and the last in finish_backward(). With overlap off each is waited at once.
+// (one in flight) and the last in finish_backward(); at each unit's end the communicator is
+// given a chance to advance them (Communicator::progress). With overlap off each is waited at
+// once.
 // The result equals single-process training up to the order of the floating-point sums
 // (AdamW is elementwise). Memory: every buffer of weights, gradients and AdamW state this rank
 // holds (parts, gathered units, the model's params() and grads()) is counted, with its peak.
