@@ -50,6 +50,16 @@ TEST(TimedCommunicator, ForwardsAndAddsTimeAndCallsPerKind) {
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "barrier"}}), 1);
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "allgather"}}), 0);
   EXPECT_GE(registry.value("koi_train_collective_seconds_total", {{"collective", "allreduce"}}), 0.040);
+  // Bytes of the full buffers: 2 x 2 floats and a double; a reduce-scatter counts its input,
+  // started or not.
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 24);
+  const float in[4] = {1, 2, 3, 4};
+  float out[2];
+  ASSERT_TRUE(timed.reduce_scatter_sum(in, out, {2, 2}, "rs").ok());
+  ASSERT_TRUE(timed.wait(timed.start_reduce_scatter_sum(in, out, {2, 2}, "rs")).ok());
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "reduce_scatter"}}), 32);
+  EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "reduce_scatter"}}), 2);
+  EXPECT_EQ(timed.bytes(), 56);
   // Every kind is exported from the start, at zero.
   EXPECT_NE(registry.render().find("koi_train_collective_seconds_total{collective=\"broadcast\"} 0"), std::string::npos);
 }

@@ -117,13 +117,18 @@ Status ShardedDataParallel::gather_flat(const std::vector<float>& own, std::vect
 }
 
 void ShardedDataParallel::fetch(int unit, bool wait) {
-  if (unit < 0 || !status_.ok()) return;
+  if (unit < 0) return;
   const size_t i = static_cast<size_t>(unit);
   if (unit_params_[i].empty() && gathering_[i] < 0) {
     const Unit& u = units_[i];
     acquire(unit_params_[i], u.size);
     std::copy_n(params_.begin() + u.own_offset, u.mine.size(), unit_params_[i].begin() + u.mine.begin);
-    gathering_[i] = comm_->start_allgather(unit_params_[i].data(), u.counts, "allgather unit " + std::to_string(unit));
+    // After a failure no collective starts: the pass runs on this rank's part and zeros, and
+    // the caller discards it (status()).
+    if (status_.ok()) {
+      gathering_[i] =
+          comm_->start_allgather(unit_params_[i].data(), u.counts, "allgather unit " + std::to_string(unit));
+    }
   }
   if (wait && gathering_[i] >= 0) {
     const int64_t ticket = gathering_[i];
