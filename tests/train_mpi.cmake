@@ -14,3 +14,6 @@ foreach(t zero zero_memory)
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_mpi_${t}.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR})
   set_tests_properties(train_mpi_${t} PROPERTIES LABELS integration TIMEOUT 120)
 endforeach()
+add_test(NAME train_mpi_watchdog_zero3
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_mpi_watchdog.sh $<TARGET_FILE:koi> ${KOI_SHARED_DIR} --zero 3)
+set_tests_properties(train_mpi_watchdog_zero3 PROPERTIES LABELS integration TIMEOUT 90)

@@ -271,7 +271,8 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb),
+       field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -296,8 +297,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
     return Status::invalid_argument(file_name + ": train.batch_size, grad_accum and steps must be at least 1");
   }
   if (c.zero_stage < 0 || c.zero_stage > 3) {
-    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded "
-                                                "AdamW state), 2 (ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
+    return Status::invalid_argument(file_name +
+                                    ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded AdamW state), 2 "
+                                    "(ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
   }
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {

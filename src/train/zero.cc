@@ -17,6 +17,11 @@ constexpr int64_t kFloat = sizeof(float);
 
 int64_t capacity_bytes(const std::vector<float>& v) { return static_cast<int64_t>(v.capacity()) * kFloat; }
 
+// "layer 3", or "root" (the embedding, final norm and output): a unit in collective names.
+std::string unit_name(int unit, int num_units) {
+  return unit + 1 == num_units ? "root" : "layer " + std::to_string(unit);
+}
+
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(Communicator* comm, LlamaTrain* model, AdamWConfig config, int stage,
@@ -92,17 +97,19 @@ int64_t ShardedDataParallel::current() const {
   return tracked_ + capacity_bytes(model_->params()) + capacity_bytes(model_->grads());
 }
 
-Status ShardedDataParallel::gather_unit(int unit, const std::vector<float>& own, std::vector<float>& buffer) {
+Status ShardedDataParallel::gather_unit(int unit, const std::vector<float>& own, std::vector<float>& buffer,
+                                        const std::string& what) {
   const Unit& u = units_[static_cast<size_t>(unit)];
   acquire(buffer, u.size);
   std::copy_n(own.begin() + u.own_offset, u.mine.size(), buffer.begin() + u.mine.begin);
-  return comm_->allgather(buffer.data(), u.counts, "allgather unit " + std::to_string(unit));
+  return comm_->allgather(buffer.data(), u.counts, "allgather " + what + " " + unit_name(unit, model_->num_units()));
 }
 
-Status ShardedDataParallel::gather_flat(const std::vector<float>& own, std::vector<float>& flat) {
+Status ShardedDataParallel::gather_flat(const std::vector<float>& own, std::vector<float>& flat,
+                                        const std::string& what) {
   std::vector<float> buffer;
   for (size_t unit = 0; unit < units_.size(); ++unit) {
-    Status s = gather_unit(static_cast<int>(unit), own, buffer);
+    Status s = gather_unit(static_cast<int>(unit), own, buffer, what);
     if (s.ok()) {
       int64_t position = 0;
       for (const Range& piece : units_[unit].pieces) {
@@ -126,8 +133,8 @@ void ShardedDataParallel::fetch(int unit, bool wait) {
     // After a failure no collective starts: the pass runs on this rank's part and zeros, and
     // the caller discards it (status()).
     if (status_.ok()) {
-      gathering_[i] =
-          comm_->start_allgather(unit_params_[i].data(), u.counts, "allgather unit " + std::to_string(unit));
+      const std::string what = "allgather weights " + unit_name(unit, model_->num_units());
+      gathering_[i] = comm_->start_allgather(unit_params_[i].data(), u.counts, what);
     }
   }
   if (wait && gathering_[i] >= 0) {
@@ -180,8 +187,9 @@ void ShardedDataParallel::backward_done(int unit) {
   in_flight_.emplace();
   in_flight_->unit = unit;
   acquire(in_flight_->received, u.mine.size());
-  in_flight_->ticket = comm_->start_reduce_scatter_sum(unit_grads_[i].data(), in_flight_->received.data(), u.counts,
-                                                       "reduce-scatter grads unit " + std::to_string(unit));
+  const std::string what = "reduce-scatter grads " + unit_name(unit, model_->num_units());
+  in_flight_->ticket =
+      comm_->start_reduce_scatter_sum(unit_grads_[i].data(), in_flight_->received.data(), u.counts, what);
   if (overlap_) {
     comm_->progress();
   } else {
@@ -222,7 +230,7 @@ Status ShardedDataParallel::step(float lr, ThreadPool* pool) {
   KOI_RETURN_IF_ERROR(status_);
   opt_.step(params_, grads_, own_layout_, lr, pool);
   if (stage_ == 3) return ok_status();  // the next forward gathers the new weights
-  return gather_flat(params_, model_->params());
+  return gather_flat(params_, model_->params(), "weights");
 }
 
 Status ShardedDataParallel::with_full_state(const std::function<Status(AdamW&)>& use) {
@@ -231,11 +239,11 @@ Status ShardedDataParallel::with_full_state(const std::function<Status(AdamW&)>&
   AdamW full(config_, total);
   full.set_steps(opt_.steps());
   tracked_ += 2 * total * kFloat;
-  Status s = gather_flat(opt_.m(), full.m());
-  if (s.ok()) s = gather_flat(opt_.v(), full.v());
+  Status s = gather_flat(opt_.m(), full.m(), "adam m");
+  if (s.ok()) s = gather_flat(opt_.v(), full.v(), "adam v");
   if (s.ok() && stage_ == 3) {
     model_->params().assign(static_cast<size_t>(total), 0.0f);
-    s = gather_flat(params_, model_->params());
+    s = gather_flat(params_, model_->params(), "weights");
   }
   peak_ = std::max(peak_, current());
   if (s.ok()) s = use(full);

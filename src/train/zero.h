@@ -106,10 +106,11 @@ class ShardedDataParallel final : public UnitStream {
 
   // Calls f(flat_begin, own_position, length) for each run of this rank's part of u.
   void for_each_own_run(const Unit& u, const std::function<void(int64_t, int64_t, int64_t)>& f) const;
-  // Gathers the whole unit of `own` (an own-laid-out vector: params_, m or v) into buffer.
-  Status gather_unit(int unit, const std::vector<float>& own, std::vector<float>& buffer);
+  // Gathers the whole unit of `own` (an own-laid-out vector: params_, m or v; named `what` in
+  // the collective's name) into buffer.
+  Status gather_unit(int unit, const std::vector<float>& own, std::vector<float>& buffer, const std::string& what);
   // Gathers every unit of `own` into a flat vector (the model's layout).
-  Status gather_flat(const std::vector<float>& own, std::vector<float>& flat);
+  Status gather_flat(const std::vector<float>& own, std::vector<float>& flat, const std::string& what);
   // Stage 3: starts the allgather of unit's weights unless started; `wait` also completes it.
   void fetch(int unit, bool wait);
   void finish_reduction();

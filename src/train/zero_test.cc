@@ -26,7 +26,10 @@ constexpr int kB = 2, kT = 12;
 void make_batch(int step, int vocab, std::vector<int32_t>* in, std::vector<int32_t>* tg) {
   std::mt19937 rng(static_cast<uint32_t>(100 + step));
   in->resize(kB * kT), tg->resize(kB * kT);
-  for (int i = 0; i < kB * kT; ++i) (*in)[i] = static_cast<int32_t>(rng() % vocab), (*tg)[i] = static_cast<int32_t>(rng() % vocab);
+  for (int i = 0; i < kB * kT; ++i) {
+    (*in)[i] = static_cast<int32_t>(rng() % vocab);
+    (*tg)[i] = static_cast<int32_t>(rng() % vocab);
+  }
 }
 
 AdamWConfig adam() {
