@@ -3,7 +3,8 @@
 # state take M bytes in one process trains on 4 ranks; every rank's peak of the tracked
 # buffers (its parts, the gathered layers, the model's own weight and gradient buffers) stays
 # within M/4 (its parts) plus one layer's working set, a bound well below M; the arithmetic
-# and each rank's peak RSS are printed.
+# and each rank's peak RSS are printed. With overlap the working set holds two layers (the
+# next one prefetched, the previous one's gradient in flight); --no-overlap holds one.
 # Usage: train_mpi_zero_memory.sh KOI SHARED_DIR
 KOI=$1
 SHARED=$2
@@ -12,12 +13,15 @@ trap 'rm -rf "$WORK"' EXIT
 cat > "$WORK/deep.yaml" <<YAML
 model: {dim: 64, layers: 8, heads: 4, kv_heads: 2, ffn_dim: 128, context: 32}
 data: {text: $WORK/corpus.txt, tokenizer: char}
-train: {batch_size: 4, steps: 3, lr: 3.0e-3, seed: 7, log_interval: 0, eval_iters: 1, threads: 1, out: $WORK/deep}
+train: {batch_size: 4, steps: 3, lr: 3.0e-3, seed: 7, log_interval: 0, eval_iters: 1, threads: 1, out: unused}
 YAML
-"${MPIRUN[@]}" -np 4 "$KOI" train --config "$WORK/deep.yaml" --zero 3 > "$WORK/deep.txt" 2>&1 ||
-  { echo "FAIL: --zero 3 on 4 ranks"; cat "$WORK/deep.txt"; exit 1; }
-grep '^memory' "$WORK/deep.txt"
-python3 - "$WORK/deep/metrics.jsonl" <<'PY'
+for mode in overlap no-overlap; do
+  flag=$([ "$mode" = overlap ] || echo --no-overlap)
+  "${MPIRUN[@]}" -np 4 "$KOI" train --config "$WORK/deep.yaml" --out "$WORK/$mode" --zero 3 $flag \
+    > "$WORK/$mode.txt" 2>&1 || { echo "FAIL: --zero 3 $flag on 4 ranks"; cat "$WORK/$mode.txt"; exit 1; }
+  echo "--- $mode"
+  grep '^memory per rank' "$WORK/$mode.txt"
+  python3 - "$WORK/$mode/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"memory_rank"')]
 assert len(rows) == 4, f"FAIL: {len(rows)} memory lines, expected one per rank"
@@ -32,4 +36,5 @@ for r in rows:
     print(f"rank {r['memory_rank']}: tracked peak {peak} B <= M/4 {own} B + working set {ws} B "
           f"= {own + ws} B ({(own + ws) / M:.2f} M); peak RSS {r['peak_rss_bytes'] / 2**20:.1f} MiB")
 PY
+done
 echo "PASS: ZeRO-3 on 4 ranks keeps M/4 plus one layer's working set"
