@@ -1,10 +1,11 @@
 // Communicator: the collectives data-parallel training needs (sum-allreduce, allgather,
 // sum-reduce-scatter, broadcast, barrier; allgather and reduce-scatter also non-blocking, for
 // ZeRO-2/3's overlap, zero.h) behind one small interface, with two implementations:
-//   LocalCommunicator  one process, size 1; every collective is a no-op.
+//   LocalCommunicator  one process, size 1; every collective is a no-op (a reduce-scatter
+//                      copies its input to its output).
 //   MPI                `mpirun -np N koi train ...`: MPI_COMM_WORLD through Debian's OpenMPI.
-// Every collective is in place and names itself (`what`, "allreduce grads bucket 3") so that
-// a hang can be reported. The MPI implementation issues non-blocking collectives and polls
+// Every collective but reduce-scatter is in place, and each names itself (`what`, "allreduce
+// grads bucket 3") so that a hang can be reported. The MPI implementation issues non-blocking collectives and polls
 // them against a Watchdog deadline (watchdog.h): when a collective has not completed within
 // the timeout, it asks every peer to answer a roll call and returns DeadlineExceeded with
 //   watchdog: rank 0 step 12: collective 'allreduce grads bucket 3' did not complete within
