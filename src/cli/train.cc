@@ -36,6 +36,7 @@ struct TrainOptions {
   std::optional<int> threads;
   bool resume = false;
   std::optional<int> zero;
+  bool no_overlap = false;
   std::optional<double> bucket_mb;
   train::MeshShape mesh;
   std::optional<float> moe_aux_loss_coef;
@@ -69,6 +70,7 @@ int run_train(const TrainOptions& o) {
   if (o.steps) config->steps = *o.steps, config->schedule.decay_steps = std::min(config->schedule.decay_steps, *o.steps);
   if (o.threads) config->threads = *o.threads;
   if (o.zero) config->zero_stage = *o.zero;
+  if (o.no_overlap) config->overlap = false;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
   config->mesh = o.mesh;
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
@@ -119,8 +121,12 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--steps", o->steps, "optimizer steps (overrides train.steps; the cosine ends there at the latest)");
   app->add_option("--threads", o->threads, "worker threads (default: the physical cores)");
   app->add_flag("--resume", o->resume, "continue from the newest complete checkpoint of the run directory");
-  app->add_option("--zero", o->zero, "1: shard AdamW's state over the mpirun ranks (ZeRO-1); 0: plain data parallel")
-      ->check(CLI::IsMember({0, 1}));
+  app->add_option("--zero", o->zero,
+                  "shard over the data-parallel ranks: 1 AdamW's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
+                  "weights, gathered per layer (ZeRO-3/FSDP); 0: plain data parallel")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  app->add_flag("--no-overlap", o->no_overlap,
+                "ZeRO-2/3: wait for each collective at once instead of overlapping it with compute (for comparison)");
   app->add_option("--dp", o->mesh.dp,
                   "data-parallel ranks of the device mesh (default: the ranks left by tp x pp x ep; the product of "
                   "--dp --tp --pp --ep is the mpirun rank count)")

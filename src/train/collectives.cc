@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -61,18 +62,36 @@ class MpiCommunicator final : public Communicator {
     return wait(&request, what);
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override {
-    KOI_CHECK(static_cast<int>(counts.size()) == size_);
-    std::vector<int> mpi_counts(counts.size()), displs(counts.size());
-    int64_t offset = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      mpi_counts[r] = mpi_count(counts[r]);
-      displs[r] = mpi_count(offset);
-      offset += counts[r];
+    return wait(start_allgather(data, counts, std::string(what)));
+  }
+  Status reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                            std::string_view what) override {
+    return wait(start_reduce_scatter_sum(in, out, counts, std::string(what)));
+  }
+  int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) override {
+    Pending& p = begin_pending(counts, std::move(what));
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, p.counts.data(), p.displs.data(), MPI_FLOAT,
+                    comm_, &p.request);
+    return next_ticket_++;
+  }
+  int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                   std::string what) override {
+    Pending& p = begin_pending(counts, std::move(what));
+    MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, comm_, &p.request);
+    return next_ticket_++;
+  }
+  void progress() override {
+    for (auto& [ticket, p] : pending_) {
+      int done = 0;
+      MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);  // a completed request becomes MPI_REQUEST_NULL
     }
-    MPI_Request request;
-    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, mpi_counts.data(), displs.data(), MPI_FLOAT,
-                    comm_, &request);
-    return wait(&request, what);
+  }
+  Status wait(int64_t ticket) override {
+    auto it = pending_.find(ticket);
+    KOI_CHECK(it != pending_.end());
+    Pending p = std::move(it->second);  // the count arrays outlive the request: wait() finishes it
+    pending_.erase(it);
+    return wait(&p.request, p.what);
   }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
     MPI_Request request;
@@ -98,6 +117,26 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A started non-blocking collective: MPI reads the count arrays until it completes.
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+    std::vector<int> counts, displs;
+  };
+
+  Pending& begin_pending(const std::vector<int64_t>& counts, std::string what) {
+    KOI_CHECK(static_cast<int>(counts.size()) == size_);
+    Pending& p = pending_[next_ticket_];
+    p.what = std::move(what);
+    int64_t offset = 0;
+    for (int64_t n : counts) {
+      p.counts.push_back(mpi_count(n));
+      p.displs.push_back(mpi_count(offset));
+      offset += n;
+    }
+    return p;
+  }
+
   // Polls request until it completes or the watchdog says it is overdue; then runs the roll
   // call and returns DeadlineExceeded, leaving the watchdog armed as a backstop until abort().
   Status wait(MPI_Request* request, std::string_view what) {
@@ -202,9 +241,37 @@ class MpiCommunicator final : public Communicator {
   Watchdog watchdog_;
   std::vector<char> heard_;     // peers whose roll-call message arrived
   std::vector<char> answered_;  // peers this rank has sent its own roll-call message
+  std::map<int64_t, Pending> pending_;  // started non-blocking collectives, by ticket
+  int64_t next_ticket_ = 0;
 };
 
 }  // namespace
+
+int64_t Communicator::start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) {
+  done_.emplace_back(next_ticket_, allgather(data, counts, what));
+  return next_ticket_++;
+}
+
+int64_t Communicator::start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                               std::string what) {
+  done_.emplace_back(next_ticket_, reduce_scatter_sum(in, out, counts, what));
+  return next_ticket_++;
+}
+
+Status Communicator::wait(int64_t ticket) {
+  auto it = std::find_if(done_.begin(), done_.end(), [&](const auto& d) { return d.first == ticket; });
+  KOI_CHECK(it != done_.end());
+  Status s = std::move(it->second);
+  done_.erase(it);
+  return s;
+}
+
+Status LocalCommunicator::reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                             std::string_view) {
+  KOI_CHECK(counts.size() == 1);
+  if (in != out) std::copy_n(in, counts[0], out);
+  return ok_status();
+}
 
 void LocalCommunicator::abort(int exit_code) {
   std::fflush(stderr);

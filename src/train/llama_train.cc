@@ -76,15 +76,28 @@ void rope_rotate(float* x, int64_t n_heads, int64_t D, const float* cos, const f
 }
 
 
+// Where flat offset `offset` lies in a buffer holding `pieces` one after the other (nullptr:
+// in none); without pieces, base + offset.
+float* locate(float* base, const std::vector<Range>* pieces, int64_t offset) {
+  if (pieces == nullptr) return base + offset;
+  int64_t position = 0;
+  for (const Range& r : *pieces) {
+    if (offset >= r.begin && offset < r.end) return base + position + (offset - r.begin);
+    position += r.size();
+  }
+  return nullptr;
+}
+
 // Lays out the parameter tensors of c in their fixed order; when p is given, points its
-// slots at base + offset.
-std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base, Params* p) {
+// slots into base (at their offsets, or into the concatenated pieces when given).
+std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base, Params* p,
+                                       const std::vector<Range>* pieces = nullptr) {
   std::vector<ParamTensor> out;
   int64_t offset = 0;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, float** slot) {
     int64_t size = 1;
     for (int64_t d : shape) size *= d;
-    if (p != nullptr) *slot = base + offset;
+    if (p != nullptr) *slot = locate(base, pieces, offset);
     out.push_back({std::move(name), std::move(shape), offset, size, decay});
     offset += size;
   };
@@ -187,6 +200,46 @@ Params LlamaTrain::bind(float* base) const {
   Params p;
   layout_params(config_, base, &p);
   return p;
+}
+
+std::vector<Range> LlamaTrain::unit_pieces(int unit) const {
+  KOI_CHECK(unit >= 0 && unit < num_units());
+  // Layer l's tensors are contiguous, named "model.layers.<l>."; the root has the rest.
+  auto layer_range = [&](int l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    Range r{-1, -1};
+    for (const ParamTensor& t : layout_) {
+      if (!t.name.starts_with(prefix)) continue;
+      if (r.begin < 0) r.begin = t.offset;
+      r.end = t.offset + t.size;
+    }
+    return r;
+  };
+  if (unit < config_.n_layers) return {layer_range(unit)};
+  const int64_t total = layout_.back().offset + layout_.back().size;
+  return {{0, layer_range(0).begin}, {layer_range(config_.n_layers - 1).end, total}};
+}
+
+Params LlamaTrain::bind_unit(const float* buffer, int unit) const {
+  const std::vector<Range> pieces = unit_pieces(unit);
+  Params p;
+  layout_params(config_, const_cast<float*>(buffer), &p, &pieces);
+  return p;
+}
+
+Params LlamaTrain::unit_params(int unit, bool backward) {
+  const float* buffer = nullptr;
+  if (stream_ != nullptr) buffer = backward ? stream_->backward_params(unit) : stream_->forward_params(unit);
+  return buffer != nullptr ? bind_unit(buffer, unit) : bind(params_.data());
+}
+
+Params LlamaTrain::unit_grads(int unit) {
+  if (stream_ != nullptr) return bind_unit(stream_->backward_grads(unit), unit);
+  if (!lora_) return bind(grads_.data());
+  Params g;  // LoRA: the base is frozen, every slot nullptr and no base gradient is computed
+  g.token_embd = g.output_norm = g.output = nullptr;
+  g.layers.assign(static_cast<size_t>(config_.n_layers), LayerParams{});
+  return g;
 }
 
 void LlamaTrain::init_random(uint64_t seed) {
@@ -434,7 +487,8 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   const model::ModelConfig& c = config_;
   const int64_t N = int64_t{B} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
   const int64_t half = c.head_dim / 2;
-  const Params p = bind(params_.data());
+  const int root = c.n_layers;
+  const Params p = unit_params(root, /*backward=*/false);  // embedding, final norm, output
   std::copy_n(inputs, N, inputs_.data());
   std::copy_n(targets, N, targets_.data());
 
@@ -454,7 +508,8 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   if (vocab_full_ > 0) tp_allreduce(acts_[0].x_in.data(), N * C, "tp allreduce embedding");
   for (int l = 0; l < c.n_layers; ++l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
-    const LayerParams& L = p.layers[static_cast<size_t>(l)];
+    const Params pl = unit_params(l, /*backward=*/false);
+    const LayerParams& L = pl.layers[static_cast<size_t>(l)];
     LayerActs& a = acts_[static_cast<size_t>(l)];
     // Attention: xn1 = rmsnorm(x_in); q (N, QD), k, v (N, KVD); rope on q and k.
     rmsnorm_forward(pool_, a.xn1.data(), a.rstd1.data(), a.x_in.data(), L.attn_norm, N, C, c.norm_eps);
@@ -485,6 +540,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
       moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)]);
       add_into(x_next, a.x_mid.data(), N * C);
+      unit_done(l, /*backward=*/false);
       continue;
     }
     linear_forward(pool_, a.gate.data(), a.xn2.data(), L.w_gate, nullptr, N, C, F);
@@ -501,12 +557,14 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
     tp_allreduce(x_next, N * C, "tp allreduce mlp output");  // row-parallel down_proj
     add_into(x_next, a.x_mid.data(), N * C);
+    unit_done(l, /*backward=*/false);
   }
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
   const trace::Span head_span(trace_, "head", "layer");
   rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
   linear_forward(pool_, probs_.data(), xn_f_.data(), p.output, nullptr, N, C, V);
   const double loss = softmax_cross_entropy(N);
+  unit_done(root, /*backward=*/false);
   aux_loss_ = 0.0f;
   for (const MoeActs& m : moe_acts_) aux_loss_ += moe_aux_coef_ * m.aux / static_cast<float>(c.n_layers);
   return static_cast<float>(loss / static_cast<double>(N));
@@ -554,15 +612,9 @@ void LlamaTrain::backward(float loss_scale) {
   const model::ModelConfig& c = config_;
   const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
   const int64_t half = c.head_dim / 2;
-  const Params p = bind(params_.data());
-  // With LoRA the base is frozen: every slot of g is nullptr and no base gradient is computed.
-  Params g;
-  if (lora_) {
-    g.token_embd = g.output_norm = g.output = nullptr;
-    g.layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
-  } else {
-    g = bind(grads_.data());
-  }
+  const int root = c.n_layers;
+  const Params p = unit_params(root, /*backward=*/true);  // embedding, final norm, output
+  const Params g = unit_grads(root);
 
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
   std::optional<trace::Span> head_span(std::in_place, trace_, "head", "layer");
@@ -583,8 +635,9 @@ void LlamaTrain::backward(float loss_scale) {
   head_span.reset();
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
-    const LayerParams& L = p.layers[static_cast<size_t>(l)];
-    const LayerParams& G = g.layers[static_cast<size_t>(l)];
+    const Params pl = unit_params(l, /*backward=*/true), gl = unit_grads(l);
+    const LayerParams& L = pl.layers[static_cast<size_t>(l)];
+    const LayerParams& G = gl.layers[static_cast<size_t>(l)];
     const LayerActs& a = acts_[static_cast<size_t>(l)];
     // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
     if (c.moe.enabled()) {  // or the experts, whose per-token loss share is coef * mean_l aux_l
@@ -640,6 +693,7 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
     tp_allreduce(dxn_.data(), N * C, "tp allreduce attention input grad");  // column-parallel q/k/v
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
+    unit_done(l, /*backward=*/true);
   }
   // Embedding: d token_embd[inputs[n]] += dx[n]
   if (g.token_embd != nullptr) {
@@ -648,6 +702,7 @@ void LlamaTrain::backward(float loss_scale) {
       if (id >= 0 && id < V) add_into(g.token_embd + id * C, dx_.data() + n * C, C);
     }
   }
+  unit_done(root, /*backward=*/true);
 }
 
 void LlamaTrain::tp_allreduce(float* x, int64_t n, const char* what) {

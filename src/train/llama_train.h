@@ -37,6 +37,29 @@ namespace koi::train {
 // The parameter tensors of a config, in a fixed order; the last one ends at the total size.
 std::vector<ParamTensor> param_layout(const model::ModelConfig& config);
 
+// Sharded data parallel (ZeRO-2/3, zero.h) streams the weights and the gradients through the
+// passes one unit at a time. Unit l < n_layers is layer l; the last unit (the root) holds the
+// rest: the embedding, the final norm and the output. A unit's buffer holds its pieces of the
+// flat layout (LlamaTrain::unit_pieces) one after the other. Calls come in this order:
+//   forward:  forward_params(root); per layer l = 0..: forward_params(l), forward_done(l);
+//             forward_done(root)
+//   backward: backward_params(root), backward_grads(root); per layer l = n_layers-1..0:
+//             backward_params(l), backward_grads(l), backward_done(l); backward_done(root)
+// A returned pointer stays valid until the unit's *_done call. The implementation decides
+// what to do about failures (LlamaTrain's passes do not return a Status).
+class UnitStream {
+ public:
+  virtual ~UnitStream() = default;
+  // The unit's weights; nullptr: they are in params().
+  virtual const float* forward_params(int unit) = 0;
+  virtual void forward_done(int unit) = 0;
+  virtual const float* backward_params(int unit) = 0;
+  // A zeroed buffer the unit's gradient is written into (the stream sums it over the ranks
+  // and micro-batches after backward_done).
+  virtual float* backward_grads(int unit) = 0;
+  virtual void backward_done(int unit) = 0;
+};
+
 // Pointers into a flat buffer laid out by param_layout (params or grads).
 struct LayerParams {
   float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;  // biases nullptr without qkv_bias
@@ -96,6 +119,12 @@ class LlamaTrain {
   // After forward(): grads += loss_scale * d(sum of the N token losses)/d(params).
   // loss_scale = 1/N gives the gradient of the mean loss.
   void backward(float loss_scale);
+  // Units (UnitStream): n_layers + 1, the root last; a unit's ranges of the flat layout.
+  int num_units() const { return config_.n_layers + 1; }
+  std::vector<Range> unit_pieces(int unit) const;
+  // Takes weights and gradients from `stream` (owned by the caller; nullptr: params() and
+  // grads() as usual). The caller may then release params() and grads(). Not with LoRA.
+  void set_unit_stream(UnitStream* stream) { stream_ = stream; }
   // Records a span per layer ("layer L") and for the head ("head") inside forward() and
   // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
@@ -113,6 +142,20 @@ class LlamaTrain {
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
   Params bind(float* base) const;
+  // Slots of the tensors of `unit` in its buffer (pieces one after the other); others nullptr.
+  Params bind_unit(const float* buffer, int unit) const;
+  // The weights of unit (from the stream, or params()), for the forward or the backward pass.
+  Params unit_params(int unit, bool backward);
+  // Its gradient slots (from the stream, or grads(); every slot nullptr with LoRA).
+  Params unit_grads(int unit);
+  void unit_done(int unit, bool backward) {
+    if (stream_ == nullptr) return;
+    if (backward) {
+      stream_->backward_done(unit);
+    } else {
+      stream_->forward_done(unit);
+    }
+  }
   void resize_activations(int B, int T);
   void attention_forward(int layer);
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
@@ -131,6 +174,7 @@ class LlamaTrain {
   int64_t vocab_valid() const;
   // probs_ = softmax of the logits in it; returns the sum of the N tokens' -log p[target].
   double softmax_cross_entropy(int64_t N);
+  UnitStream* stream_ = nullptr;
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::optional<LoraAdapters> lora_;

@@ -42,13 +42,15 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
                                    "Wall time of writing one checkpoint (in the background).", {}, kCheckpointBuckets)
                            .labels({})),
       collective_seconds(r.counter("koi_train_collective_seconds_total",
-                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier).",
+                                   "Seconds spent inside collectives, by kind (allreduce, allgather, reduce_scatter, "
+                                   "broadcast, barrier).",
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})),
       collective_bytes(r.counter("koi_train_collective_bytes_total",
-                                 "Bytes handed to collectives, by kind (an allreduce of n floats counts 4n).",
+                                 "Bytes of the collectives' full buffers (an allreduce's data, an allgather's "
+                                 "gathered result, a reduce-scatter's input), by kind.",
                                  {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier"}) {
+  for (const char* kind : {"allreduce", "allgather", "reduce_scatter", "broadcast", "barrier"}) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
     collective_bytes.labels({kind});

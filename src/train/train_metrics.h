@@ -14,8 +14,8 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
-//   koi_train_collective_bytes_total{collective}    bytes rank 0 handed to them (the payload)
-// (collective: allreduce, allgather, broadcast, barrier; see TimedCommunicator.)
+//   koi_train_collective_bytes_total{collective}    bytes of the collectives' full buffers
+// (collective: allreduce, allgather, reduce_scatter, broadcast, barrier; see TimedCommunicator.)
 #pragma once
 
 #include "base/metrics.h"

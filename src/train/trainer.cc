@@ -24,6 +24,7 @@
 #include "train/timed_communicator.h"
 #include "train/tensor_parallel.h"
 #include "train/train_metrics.h"
+#include "train/zero.h"
 
 namespace koi::train {
 namespace {
@@ -150,6 +151,33 @@ Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange toke
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
+// ZeRO-2/3: every rank's memory over the steps (zero.h), printed by rank 0 and appended to
+// metrics.jsonl as one {"memory_rank":R,...} line per rank.
+Status report_memory(const ShardedDataParallel& zero, Communicator& comm, const std::string& metrics) {
+  const ZeroMemory m = zero.memory();
+  constexpr int kFields = 5;
+  std::vector<double> all(static_cast<size_t>(kFields * comm.size()), 0.0);
+  double* mine = all.data() + kFields * comm.rank();
+  mine[0] = static_cast<double>(m.own), mine[1] = static_cast<double>(m.working_set);
+  mine[2] = static_cast<double>(m.tracked_peak), mine[3] = static_cast<double>(m.peak_rss);
+  mine[4] = static_cast<double>(m.one_process);
+  KOI_RETURN_IF_ERROR(comm.allreduce_sum(all.data(), static_cast<int64_t>(all.size()), "allreduce memory report"));
+  if (comm.rank() != 0) return ok_status();
+  std::fprintf(stderr, "memory per rank: %s\n", m.arithmetic.c_str());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* v = all.data() + kFields * r;
+    std::fprintf(stderr,
+                 "memory rank %d: tracked peak %.0f B <= own %.0f B + working set %.0f B = %.0f B (one process: %.0f "
+                 "B); peak RSS %.1f MiB\n",
+                 r, v[2], v[0], v[1], v[0] + v[1], v[4], v[3] / (1 << 20));
+    append_line(metrics, fmt::format("{{\"memory_rank\":{},\"own_bytes\":{:.0f},\"working_set_bytes\":{:.0f},"
+                                     "\"tracked_peak_bytes\":{:.0f},\"peak_rss_bytes\":{:.0f},"
+                                     "\"one_process_bytes\":{:.0f}}}",
+                                     r, v[0], v[1], v[2], v[3], v[4]));
+  }
+  return ok_status();
+}
+
 // data.tokenizer and the fine-tuning keys. model.init_from takes the place of the shape keys
 // and brings its tokenizer (data.tokenizer "model"); a new model takes the characters
 // ("char") or a tokenizer path; LoRA needs a model to adapt.
@@ -246,7 +274,8 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb),
+       field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -270,8 +299,10 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (c.batch_size < 1 || c.grad_accum < 1 || c.steps < 1) {
     return Status::invalid_argument(file_name + ": train.batch_size, grad_accum and steps must be at least 1");
   }
-  if (c.zero_stage != 0 && c.zero_stage != 1) {
-    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
+  if (c.zero_stage < 0 || c.zero_stage > 3) {
+    return Status::invalid_argument(file_name +
+                                    ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded AdamW state), 2 "
+                                    "(ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
   }
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
@@ -336,6 +367,26 @@ Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, Adam
   return ok_status();
 }
 
+// The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
+// what to use instead.
+Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
+  if (mesh.pp > 1 || mesh.ep > 1) {
+    return Status::unsupported("mesh " + mesh.to_string() +
+                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
+  }
+  if (c.zero_stage >= 2 && c.lora.rank > 0) {
+    return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
+                                    " shards the whole model's weights and gradients, and a LoRA run trains only its "
+                                    "adapters; use zero 0 or 1 with lora_rank");
+  }
+  if (c.zero_stage >= 2 && mesh.tp > 1) {
+    return Status::unsupported("--zero " + std::to_string(c.zero_stage) + " with --tp " + std::to_string(mesh.tp) +
+                               ": ZeRO-2/3 do not shard tensor-parallel shards yet; use --zero 1 with --tp, or "
+                               "--zero " + std::to_string(c.zero_stage) + " with --dp alone");
+  }
+  return ok_status();
+}
+
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -345,10 +396,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
   KOI_ASSIGN_OR_RETURN(Mesh mesh, Mesh::create(cm, c.mesh));
-  if (mesh.shape().pp > 1 || mesh.shape().ep > 1) {
-    return Status::unsupported("mesh " + mesh.shape().to_string() +
-                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
-  }
+  KOI_RETURN_IF_ERROR(check_parallel_layout(c, mesh.shape()));
   const int dp_ranks = mesh.dp().size();
   if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
@@ -412,18 +460,28 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
-  DistributedAdamW opt(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
+  // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
+  std::optional<DistributedAdamW> opt;
+  if (c.zero_stage < 2) opt.emplace(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
+  std::optional<AdamW> resumed;  // the checkpoint's optimizer state, for ZeRO-2/3
   {
     AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
     KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
-    if (!ckpt_dir.empty()) opt.load_full_state(opt_state);
+    if (!ckpt_dir.empty() && opt) opt->load_full_state(opt_state);
+    if (!ckpt_dir.empty() && !opt) resumed.emplace(std::move(opt_state));
   }
   if (!ckpt_dir.empty() && rank == 0) {
-    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s)\n", ckpt_dir.c_str(),
-                 static_cast<long long>(state.step), state.mesh.c_str());
+    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s, ZeRO-%d)\n", ckpt_dir.c_str(),
+                 static_cast<long long>(state.step), state.mesh.c_str(), state.zero_stage);
   }
-  KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
-                                          static_cast<int64_t>(state.loader_position)}));
+  const int64_t num_params = static_cast<int64_t>(model.params().size());
+  KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
+  std::unique_ptr<ShardedDataParallel> zero;
+  if (c.zero_stage >= 2) {
+    zero = std::make_unique<ShardedDataParallel>(&mesh.dp(), &model, c.adam, c.zero_stage, c.overlap);
+    if (resumed) zero->load_full_state(*resumed);
+  }
+  resumed.reset();
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -447,10 +505,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
-        ranks == 1 ? ""
-                   : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(), c.zero_stage == 1 ? ", ZeRO-1" : "");
+        ranks == 1 && c.zero_stage < 2
+            ? ""
+            : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(),
+                          c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
-                 static_cast<long long>(model.params().size()), mc.n_vocab,
+                 static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
                  static_cast<unsigned long long>(val_tokens.size()), pool.num_threads(), parallel.c_str());
     if (model.lora() != nullptr) {
@@ -482,9 +542,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
     state.mesh = mesh.shape().to_string();
+    state.zero_stage = c.zero_stage;
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
-    return opt.with_full_state([&](AdamW& full) -> Status {
+    auto write = [&](AdamW& full) -> Status {
       if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, rank == 0, c.adam, &whole, &whole_opt, mc, &pool));
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
@@ -492,7 +553,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
-    });
+    };
+    return zero ? zero->with_full_state(write) : opt->with_full_state(write);
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
@@ -517,11 +579,14 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   std::vector<double> step_stats(2 + ranks);
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
+  if (zero) zero->reset_peak();
   while (state.step < c.steps) {
     mesh.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
+    const double bytes_before = timed_comm.bytes();
     model.zero_grad();
+    if (zero) zero->zero_grad();
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
@@ -538,7 +603,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_stats[0] = mesh.tp_rank() == 0 ? loss : 0.0;  // the tp ranks of a dp rank share one loss
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    {
+    if (zero) {
+      trace::Span span(trace, "wait for gradient reductions", "collective");
+      KOI_RETURN_IF_ERROR(zero->finish_backward());
+    } else {
       trace::Span span(trace, "allreduce grads", "collective");
       KOI_RETURN_IF_ERROR(allreduce_grads(mesh.dp(), model.trainable_grads(), bucket_floats));
     }
@@ -550,7 +618,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     float norm;
     {
       trace::Span span(trace, "clip grad norm", "optimizer");
-      if (tp) {
+      if (zero) {
+        KOI_ASSIGN_OR_RETURN(norm, zero->clip_grad_norm(c.grad_clip));
+      } else if (tp) {
         KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
       } else {
         norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
@@ -559,7 +629,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const float lr = lr_at(c.schedule, state.step);
     {
       trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+      KOI_RETURN_IF_ERROR(zero ? zero->step(lr, &pool)
+                               : opt->step(model.trainable_params(), model.trainable_grads(), lr, &pool));
     }
     ++state.step;
 
@@ -598,6 +669,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
         json += ",\"rank_ms\":[";
         for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
         json += "]";
+        // Bytes of rank 0's collectives in the step (TimedCommunicator), for the ZeRO benchmarks.
+        json += fmt::format(",\"comm_bytes\":{:.0f}", timed_comm.bytes() - bytes_before);
         for (int r : stragglers.observe(rank_ms)) {
           std::fprintf(stderr,
                        "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
@@ -618,6 +691,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       break;
     }
   }
+  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, cm, metrics));
   if (!result.stopped) {
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());

@@ -23,7 +23,8 @@
 // Data parallel: given a Communicator of N ranks (`mpirun -np N koi train`), each rank
 // computes batch_size / N sequences of every batch, gradients are summed by bucketed
 // allreduce, AdamW runs on every rank or, with zero_stage 1, on each rank's shard
-// (data_parallel.h); rank 0 alone prints, writes metrics (with every rank's step time, and
+// (data_parallel.h); with zero_stage 2 or 3 gradients (and weights) are sharded per layer
+// instead (zero.h), and after the steps every rank's memory is reported; rank 0 alone prints, writes metrics (with every rank's step time, and
 // flags stragglers) and writes checkpoints, which hold the full state and so resume on any
 // number of ranks. A collective that hangs fails the run with DeadlineExceeded (collectives.h).
 // Under a device mesh (config.mesh) the batch splits over the dp group only and every layer
@@ -75,7 +76,10 @@ struct TrainConfig {
   int keep_checkpoints = 2;
   std::string out_dir;
   int threads = 0;  // 0: the physical cores
-  int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
+  // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1); 2: and the gradients
+  // (ZeRO-2); 3: and the weights, gathered per layer (ZeRO-3/FSDP) (zero.h).
+  int zero_stage = 0;
+  bool overlap = true;      // ZeRO-2/3: non-blocking collectives overlapped with compute
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
   // The device mesh (`--dp --tp --pp --ep`, mesh.h); dp 0: the ranks left over. Tensor
   // parallel (tp > 1, tensor_parallel.h) splits every layer over tp ranks; data parallel
