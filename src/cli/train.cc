@@ -2,7 +2,8 @@
 // checkpoint and stops, --resume continues from the newest complete one. Under
 // `mpirun -np N` the ranks train data parallel (train/collectives.h); with --nproc N or
 // --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
-// --lora-rank R trains LoRA adapters of the recipe's model.init_from only.
+// --lora-rank R trains LoRA adapters of the recipe's model.init_from only. --pp N splits the
+// layers into N pipeline stages over the ranks instead (train/pipeline.h).
 // koi train export: a checkpoint of a run to a GGUF file (or with --format hf a Hugging Face
 // directory) with its tokenizer (LoRA adapters merged in), and/or its adapters alone as a
 // PEFT directory (--adapter).
@@ -37,6 +38,8 @@ struct TrainOptions {
   std::optional<int> zero;
   std::optional<double> bucket_mb;
   std::optional<float> moe_aux_loss_coef;
+  std::optional<int> pp, pp_microbatches;
+  std::optional<std::string> pp_schedule;
   double collective_timeout = 60.0;
   std::optional<int> nproc;
   std::optional<int> max_restarts;
@@ -69,6 +72,13 @@ int run_train(const TrainOptions& o) {
   if (o.zero) config->zero_stage = *o.zero;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
+  if (o.pp) config->pipeline.stages = *o.pp;
+  if (o.pp_microbatches) config->pipeline.micro_batches = *o.pp_microbatches;
+  if (Status s = train::set_pipeline_config(o.pp_schedule.value_or(train::pipeline_schedule_name(config->pipeline.schedule)),
+                                            &config->pipeline);
+      !s.ok()) {
+    return fail("--pp, --pp-microbatches, --pp-schedule: " + s.message());
+  }
   if (o.lora_rank) {
     if (config->init_from.empty()) return fail("--lora-rank needs a recipe with model.init_from (the model to adapt)");
     config->lora.rank = *o.lora_rank;
@@ -120,6 +130,14 @@ Runner setup_train(CLI::App* app) {
       ->check(CLI::IsMember({0, 1}));
   app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--pp", o->pp,
+                  "pipeline parallel: split the layers into N stages, one per mpirun rank (mpirun -np N; "
+                  "overrides train.pp)");
+  app->add_option("--pp-microbatches", o->pp_microbatches,
+                  "pipeline parallel: micro-batches per batch (divides train.batch_size; overrides "
+                  "train.pp_microbatches, default 1)");
+  app->add_option("--pp-schedule", o->pp_schedule,
+                  "pipeline parallel: 1f1b (default) or gpipe (overrides train.pp_schedule)");
   app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
                   "mixture-of-experts models: weight of the router's load-balancing loss (overrides "
                   "train.moe_aux_loss_coef, default 0.01)")

@@ -144,6 +144,9 @@ Result<std::string> write_checkpoint(const std::string& run_dir, const Checkpoin
   json::array chars;
   for (const std::string& ch : state.chars) chars.emplace_back(ch);
   s["chars"] = std::move(chars);
+  json::object layout;
+  for (const auto& [axis, size] : state.layout) layout[axis] = size;
+  if (!layout.empty()) s["layout"] = std::move(layout);
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "state.json"), json::serialize(s)));
   if (before_commit) before_commit();
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kMarker), "ok\n"));
@@ -186,6 +189,9 @@ Result<TrainState> read_checkpoint_state(const std::string& dir) {
     s.step = json::value_to<int64_t>(o->at("step"));
     s.loader_position = json::value_to<uint64_t>(o->at("loader_position"));
     s.chars = json::value_to<std::vector<std::string>>(o->at("chars"));
+    if (const json::value* layout = o->if_contains("layout")) {
+      for (const auto& kv : layout->as_object()) s.layout.emplace_back(kv.key(), json::value_to<int64_t>(kv.value()));
+    }
   } catch (const std::exception& e) {
     return Status::corrupt(path + ": bad field: " + e.what());
   }

@@ -5,6 +5,7 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
+//                      the parallel layout it was saved under ("layout": {"dp": 1, "pp": 2}),
 //   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
 //   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
 //                      the run trains adapters; optimizer.safetensors then holds their moments
@@ -26,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,6 +43,10 @@ struct TrainState {
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
   std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
+  // The parallel layout the run had when it saved ({"dp", 2}, {"pp", 1}; empty: not recorded).
+  // For the record only: the files hold every tensor whole (the ranks gather them), so a
+  // checkpoint loads under any layout.
+  std::vector<std::pair<std::string, int64_t>> layout;
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).

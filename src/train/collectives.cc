@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <list>
 #include <optional>
 #include <thread>
 
@@ -20,6 +22,7 @@ namespace koi::train {
 namespace {
 
 constexpr int kRollCallTag = 7301;  // point-to-point "I am alive" messages after a timeout
+constexpr int kMessageTag = 7302;   // send / recv (pipeline activations and gradients)
 constexpr double kSpinSeconds = 1e-3;  // poll a collective flat out this long, then sleep between polls
 constexpr auto kPollSleep = std::chrono::microseconds(50);
 
@@ -36,7 +39,10 @@ class MpiCommunicator final : public Communicator {
     // Past twice the timeout the rank is stuck somewhere it cannot poll: end it.
     watchdog_.start_thread(timeout_s);
   }
-  ~MpiCommunicator() override { MPI_Finalize(); }
+  ~MpiCommunicator() override {
+    for (PendingSend& s : sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -45,12 +51,12 @@ class MpiCommunicator final : public Communicator {
   Status allreduce_sum(float* data, int64_t n, std::string_view what) override {
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status allreduce_sum(double* data, int64_t n, std::string_view what) override {
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override {
     KOI_CHECK(static_cast<int>(counts.size()) == size_);
@@ -64,16 +70,30 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, mpi_counts.data(), displs.data(), MPI_FLOAT,
                     MPI_COMM_WORLD, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
     MPI_Request request;
     MPI_Ibcast(data, mpi_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status barrier(std::string_view what) override {
     MPI_Request request;
     MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    return collective_wait(&request, what);
+  }
+  Status send(const float* data, int64_t n, int dest, std::string_view) override {
+    KOI_CHECK(dest >= 0 && dest < size_ && dest != rank_);
+    sends_.push_back({std::vector<float>(data, data + n), MPI_REQUEST_NULL});
+    PendingSend& s = sends_.back();
+    MPI_Isend(s.data.data(), mpi_count(n), MPI_FLOAT, dest, kMessageTag, MPI_COMM_WORLD, &s.request);
+    test_sends();
+    return ok_status();
+  }
+  Status recv(float* data, int64_t n, int src, std::string_view what) override {
+    KOI_CHECK(src >= 0 && src < size_ && src != rank_);
+    MPI_Request request;
+    MPI_Irecv(data, mpi_count(n), MPI_FLOAT, src, kMessageTag, MPI_COMM_WORLD, &request);
     return wait(&request, what);
   }
   [[noreturn]] void abort(int exit_code) override {
@@ -83,14 +103,41 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A message send() posted, with its own copy of the data.
+  struct PendingSend {
+    std::vector<float> data;
+    MPI_Request request;
+  };
+
+  // Frees the sends that have completed.
+  void test_sends() {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+  }
+
+  // wait() for a collective, then for the sends still in flight: every rank inside a
+  // collective has posted every recv that precedes it, so they complete now.
+  Status collective_wait(MPI_Request* request, std::string_view what) {
+    KOI_RETURN_IF_ERROR(wait(request, what));
+    std::list<PendingSend> pending;  // out of sends_, which wait() prunes
+    pending.swap(sends_);
+    for (PendingSend& s : pending) KOI_RETURN_IF_ERROR(wait(&s.request, "send before " + std::string(what)));
+    return ok_status();
+  }
+
   // Polls request until it completes or the watchdog says it is overdue; then runs the roll
   // call and returns DeadlineExceeded, leaving the watchdog armed as a backstop until abort().
+  // Sends in flight make progress meanwhile.
   Status wait(MPI_Request* request, std::string_view what) {
     watchdog_.begin(what, step_);
     const auto start = std::chrono::steady_clock::now();
     for (int done = 0;;) {
       MPI_Test(request, &done, MPI_STATUS_IGNORE);
       if (done) break;
+      test_sends();
       answer_roll_calls();
       if (std::optional<std::string> message = watchdog_.overdue()) {
         return Status::deadline_exceeded(*message + roll_call());
@@ -160,9 +207,20 @@ class MpiCommunicator final : public Communicator {
   Watchdog watchdog_;
   std::vector<char> heard_;     // peers whose roll-call message arrived
   std::vector<char> answered_;  // peers this rank has sent its own roll-call message
+  std::list<PendingSend> sends_;  // posted by send(), not yet completed
 };
 
 }  // namespace
+
+Status LocalCommunicator::send(const float*, int64_t, int, std::string_view what) {
+  return Status::failed_precondition("send '" + std::string(what) +
+                                     "': one process has no peer; start the ranks with mpirun -np N");
+}
+
+Status LocalCommunicator::recv(float*, int64_t, int, std::string_view what) {
+  return Status::failed_precondition("recv '" + std::string(what) +
+                                     "': one process has no peer; start the ranks with mpirun -np N");
+}
 
 void LocalCommunicator::abort(int exit_code) {
   std::fflush(stderr);

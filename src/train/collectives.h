@@ -1,6 +1,9 @@
 // Communicator: the collectives data-parallel training needs (sum-allreduce, allgather,
-// broadcast, barrier) behind one small interface, with two implementations:
-//   LocalCommunicator  one process, size 1; every collective is a no-op.
+// broadcast, barrier) and the point-to-point messages pipeline parallelism needs (send,
+// recv: activations and their gradients between neighbouring stages) behind one small
+// interface, with two implementations:
+//   LocalCommunicator  one process, size 1; every collective is a no-op; send and recv refuse
+//                      (there is no peer).
 //   MPI                `mpirun -np N koi train ...`: MPI_COMM_WORLD through Debian's OpenMPI.
 // Every collective is in place and names itself (`what`, "allreduce grads bucket 3") so that
 // a hang can be reported. The MPI implementation issues non-blocking collectives and polls
@@ -42,6 +45,13 @@ class Communicator {
   // Copies root's bytes to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
   virtual Status barrier(std::string_view what) = 0;
+  // Point to point. send copies data[0, n) and returns once the message is posted (it never
+  // waits for the receiver, so two neighbours may send to each other at once); the message
+  // completes in the background and at the latest inside this rank's next collective. recv
+  // waits (against the watchdog, like a collective) for n floats from rank src. Messages
+  // between two ranks arrive in the order they were sent; n must match on both sides.
+  virtual Status send(const float* data, int64_t n, int dest, std::string_view what) = 0;
+  virtual Status recv(float* data, int64_t n, int src, std::string_view what) = 0;
   // Ends every rank of the job with exit_code; for a job that cannot continue.
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };
@@ -56,6 +66,8 @@ class LocalCommunicator final : public Communicator {
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Status send(const float*, int64_t, int, std::string_view what) override;
+  Status recv(float*, int64_t, int, std::string_view what) override;
   [[noreturn]] void abort(int exit_code) override;
 };
 

@@ -32,6 +32,10 @@ struct Range {
 };
 Range split_range(int64_t n, int parts, int part);
 
+// The tensors of layout that overlap r, cut to r, with offsets counted from r.begin (the
+// layout of a shard of the flat parameter vector).
+std::vector<ParamTensor> clip_layout(const std::vector<ParamTensor>& layout, Range r);
+
 // Sums grads over the ranks, bucket_floats at a time ("allreduce grads bucket K").
 Status allreduce_grads(Communicator& comm, std::vector<float>& grads, int64_t bucket_floats);
 

@@ -146,7 +146,31 @@ std::vector<ParamTensor> param_layout(const model::ModelConfig& config) {
   return layout_params(config, nullptr, nullptr);
 }
 
-LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool) : config_(std::move(config)), pool_(pool) {}
+LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool)
+    : config_(std::move(config)), pool_(pool), layer_end_(config_.n_layers) {}
+
+void LlamaTrain::set_layer_range(int begin, int end) {
+  KOI_CHECK(0 <= begin && begin < end && end <= config_.n_layers);
+  layer_begin_ = begin, layer_end_ = end;
+  acts_.clear(), moe_acts_.clear();  // reallocated for the range by the next forward()
+}
+
+float* LlamaTrain::stage_input(int B, int T) {
+  resize_activations(B, T);
+  return acts_[static_cast<size_t>(layer_begin_)].x_in.data();
+}
+
+float* LlamaTrain::stage_output_grad(int B, int T) {
+  ensure(dx_, int64_t{B} * T * config_.dim);
+  return dx_.data();
+}
+
+void LlamaTrain::swap_activations(SavedActivations& o) {
+  std::swap(B_, o.B), std::swap(T_, o.T), std::swap(aux_loss_, o.aux_loss);
+  acts_.swap(o.acts), moe_acts_.swap(o.moe_acts);
+  x_out_.swap(o.x_out), rstd_f_.swap(o.rstd_f), xn_f_.swap(o.xn_f), probs_.swap(o.probs);
+  inputs_.swap(o.inputs), targets_.swap(o.targets);
+}
 
 Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPool* pool) {
   KOI_RETURN_IF_ERROR(config.validate());
@@ -316,7 +340,8 @@ void LlamaTrain::resize_activations(int B, int T) {
   const int64_t N = int64_t{B} * T, C = c.dim, F = c.moe.enabled() ? 0 : c.ffn_dim;  // experts: moe_acts_
   acts_.resize(static_cast<size_t>(c.n_layers));
   moe_acts_.resize(c.moe.enabled() ? static_cast<size_t>(c.n_layers) : 0);
-  for (LayerActs& a : acts_) {
+  for (int l = layer_begin_; l < layer_end_; ++l) {  // a pipeline stage keeps its layers' only
+    LayerActs& a = acts_[static_cast<size_t>(l)];
     ensure(a.x_in, N * C);
     ensure(a.rstd1, N);
     ensure(a.xn1, N * C);
@@ -437,12 +462,12 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   std::copy_n(inputs, N, inputs_.data());
   std::copy_n(targets, N, targets_.data());
 
-  // Embedding: x (N, C) = token_embd[inputs]
+  // Embedding: x (N, C) = token_embd[inputs]; a later pipeline stage got x in stage_input().
   for (int64_t n = 0; n < N; ++n) {
     KOI_CHECK(inputs[n] >= 0 && inputs[n] < V && targets[n] >= 0 && targets[n] < V);
-    std::copy_n(p.token_embd + int64_t{inputs[n]} * C, C, acts_[0].x_in.data() + n * C);
+    if (layer_begin_ == 0) std::copy_n(p.token_embd + int64_t{inputs[n]} * C, C, acts_[0].x_in.data() + n * C);
   }
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = layer_begin_; l < layer_end_; ++l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
     const LayerParams& L = p.layers[static_cast<size_t>(l)];
     LayerActs& a = acts_[static_cast<size_t>(l)];
@@ -470,7 +495,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
-    float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
+    float* x_next = l + 1 < layer_end_ ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
       moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)]);
       add_into(x_next, a.x_mid.data(), N * C);
@@ -490,6 +515,11 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
     add_into(x_next, a.x_mid.data(), N * C);
   }
+  aux_loss_ = 0.0f;
+  for (int l = layer_begin_; l < layer_end_ && c.moe.enabled(); ++l) {
+    aux_loss_ += moe_aux_coef_ * moe_acts_[static_cast<size_t>(l)].aux / static_cast<float>(c.n_layers);
+  }
+  if (layer_end_ < c.n_layers) return 0.0f;  // a pipeline stage before the last: x_out_ goes on
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
   const trace::Span head_span(trace_, "head", "layer");
   rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
@@ -499,8 +529,6 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   });
   double loss = 0.0;
   for (int64_t n = 0; n < N; ++n) loss -= std::log(static_cast<double>(probs_[n * V + targets[n]]));
-  aux_loss_ = 0.0f;
-  for (const MoeActs& m : moe_acts_) aux_loss_ += moe_aux_coef_ * m.aux / static_cast<float>(c.n_layers);
   return static_cast<float>(loss / static_cast<double>(N));
 }
 
@@ -520,22 +548,12 @@ Status LlamaTrain::add_lora(const LoraConfig& config, uint64_t seed) {
   return ok_status();
 }
 
-void LlamaTrain::backward(float loss_scale) {
+// The head's backward pass: from the loss to dx_ = d loss / d x_out   (N, C).
+void LlamaTrain::head_backward(const Params& p, const Params& g, float loss_scale) {
   const model::ModelConfig& c = config_;
-  const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
-  const int64_t half = c.head_dim / 2;
-  const Params p = bind(params_.data());
-  // With LoRA the base is frozen: every slot of g is nullptr and no base gradient is computed.
-  Params g;
-  if (lora_) {
-    g.token_embd = g.output_norm = g.output = nullptr;
-    g.layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
-  } else {
-    g = bind(grads_.data());
-  }
-
+  const int64_t N = int64_t{B_} * T_, C = c.dim, V = c.n_vocab;
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
-  std::optional<trace::Span> head_span(std::in_place, trace_, "head", "layer");
+  const trace::Span head_span(trace_, "head", "layer");
   ensure(dlogits_, N * V);
   pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
@@ -547,9 +565,26 @@ void LlamaTrain::backward(float loss_scale) {
   linear_backward(pool_, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
   rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
+}
 
-  head_span.reset();
-  for (int l = c.n_layers - 1; l >= 0; --l) {
+void LlamaTrain::backward(float loss_scale) {
+  const model::ModelConfig& c = config_;
+  const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, QD = c.q_dim(), KVD = c.kv_dim();
+  const int64_t half = c.head_dim / 2;
+  const Params p = bind(params_.data());
+  // With LoRA the base is frozen: every slot of g is nullptr and no base gradient is computed.
+  Params g;
+  if (lora_) {
+    g.token_embd = g.output_norm = g.output = nullptr;
+    g.layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
+  } else {
+    g = bind(grads_.data());
+  }
+
+  // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V); a pipeline stage
+  // before the last starts from the gradient of its output, already in dx_.
+  if (layer_end_ == c.n_layers) head_backward(p, g, loss_scale);
+  for (int l = layer_end_ - 1; l >= layer_begin_; --l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
     const LayerParams& L = p.layers[static_cast<size_t>(l)];
     const LayerParams& G = g.layers[static_cast<size_t>(l)];
@@ -607,8 +642,8 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
   }
-  // Embedding: d token_embd[inputs[n]] += dx[n]
-  if (g.token_embd != nullptr) {
+  // Embedding: d token_embd[inputs[n]] += dx[n]; a later pipeline stage leaves dx_ to send back.
+  if (g.token_embd != nullptr && layer_begin_ == 0) {
     for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
   }
 }

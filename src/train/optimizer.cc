@@ -47,19 +47,25 @@ void AdamW::step(std::vector<float>& params, const std::vector<float>& grads, co
   }
 }
 
-float clip_grad_norm(std::vector<float>& grads, float max_norm) {
+double sum_of_squares(const float* x, int64_t n) {
   // Eight running sums combined in a fixed order: vectorisable, and the same for any run.
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const size_t n = grads.size();
-  size_t i = 0;
+  int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (size_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(grads[i + k]) * grads[i + k];
+    for (int64_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
   }
   double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) ss += static_cast<double>(grads[i]) * grads[i];
-  const float norm = static_cast<float>(std::sqrt(ss));
-  if (max_norm > 0.0f && norm > max_norm) {
-    const float coef = max_norm / (norm + 1e-6f);
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return ss;
+}
+
+float clip_coefficient(float norm, float max_norm) {
+  return max_norm > 0.0f && norm > max_norm ? max_norm / (norm + 1e-6f) : 1.0f;
+}
+
+float clip_grad_norm(std::vector<float>& grads, float max_norm) {
+  const float norm = static_cast<float>(std::sqrt(sum_of_squares(grads.data(), static_cast<int64_t>(grads.size()))));
+  if (const float coef = clip_coefficient(norm, max_norm); coef != 1.0f) {
     for (float& g : grads) g *= coef;
   }
   return norm;

@@ -43,6 +43,10 @@ class AdamW {
 // Scales grads so that their global L2 norm is at most max_norm (max_norm <= 0: no
 // clipping); returns the norm before clipping.
 float clip_grad_norm(std::vector<float>& grads, float max_norm);
+// Its parts, for gradients spread over ranks (pipeline.h): the sum of x[i]^2 in double, in a
+// fixed order; the factor that clips a norm to max_norm (1 when it need not).
+double sum_of_squares(const float* x, int64_t n);
+float clip_coefficient(float norm, float max_norm);
 
 struct LrSchedule {
   float lr = 1e-3f;

@@ -7,7 +7,9 @@ TimedCommunicator::TimedCommunicator(Communicator& inner, TrainMetrics& metrics)
       allreduce_{&metrics.collective_seconds.labels({"allreduce"}), &metrics.collectives.labels({"allreduce"})},
       allgather_{&metrics.collective_seconds.labels({"allgather"}), &metrics.collectives.labels({"allgather"})},
       broadcast_{&metrics.collective_seconds.labels({"broadcast"}), &metrics.collectives.labels({"broadcast"})},
-      barrier_{&metrics.collective_seconds.labels({"barrier"}), &metrics.collectives.labels({"barrier"})} {}
+      barrier_{&metrics.collective_seconds.labels({"barrier"}), &metrics.collectives.labels({"barrier"})},
+      send_{&metrics.collective_seconds.labels({"send"}), &metrics.collectives.labels({"send"})},
+      recv_{&metrics.collective_seconds.labels({"recv"}), &metrics.collectives.labels({"recv"})} {}
 
 Status TimedCommunicator::allreduce_sum(float* data, int64_t n, std::string_view what) {
   return timed(allreduce_, [&] { return inner_.allreduce_sum(data, n, what); });
@@ -27,6 +29,14 @@ Status TimedCommunicator::broadcast(void* data, int64_t bytes, int root, std::st
 
 Status TimedCommunicator::barrier(std::string_view what) {
   return timed(barrier_, [&] { return inner_.barrier(what); });
+}
+
+Status TimedCommunicator::send(const float* data, int64_t n, int dest, std::string_view what) {
+  return timed(send_, [&] { return inner_.send(data, n, dest, what); });
+}
+
+Status TimedCommunicator::recv(float* data, int64_t n, int src, std::string_view what) {
+  return timed(recv_, [&] { return inner_.recv(data, n, src, what); });
 }
 
 }  // namespace koi::train

@@ -41,11 +41,19 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
       checkpoint_write(r.histogram("koi_train_checkpoint_write_seconds",
                                    "Wall time of writing one checkpoint (in the background).", {}, kCheckpointBuckets)
                            .labels({})),
+      pipeline_bubble(r.gauge("koi_train_pipeline_bubble_ratio",
+                              "Pipeline parallel: share of the last step's schedule the stages spent waiting for a "
+                              "neighbour (mean over stages).")
+                          .labels({})),
+      pipeline_bubble_theory(r.gauge("koi_train_pipeline_bubble_theory_ratio",
+                                     "Pipeline parallel: the bubble of an ideal schedule, (p-1)/(m+p-1).")
+                                 .labels({})),
       collective_seconds(r.counter("koi_train_collective_seconds_total",
-                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier).",
+                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier, "
+                                   "send, recv).",
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier"}) {
+  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier", "send", "recv"}) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
   }

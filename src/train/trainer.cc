@@ -131,16 +131,21 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
 }
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
-// each rank computes its part of every batch.
-Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, TokenRange tokens, const TrainConfig& c, int T,
-                            uint64_t seed) {
+// each rank computes its part of every batch (with a pipeline, its stage of the whole batch).
+Result<float> estimate_loss(LlamaTrain& model, Pipeline* pipeline, Communicator& comm, TokenRange tokens,
+                            const TrainConfig& c, int T, uint64_t seed) {
   BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
-  const int rank_batch = c.batch_size / comm.size();
-  const int64_t first = int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
+  const int rank_batch = pipeline ? c.batch_size : c.batch_size / comm.size();
+  const int64_t first = pipeline ? 0 : int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
+    if (pipeline) {
+      KOI_ASSIGN_OR_RETURN(const double part, pipeline->eval_batch(inputs.data(), targets.data(), rank_batch, T));
+      sum += part;
+      continue;
+    }
     sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
   }
   KOI_RETURN_IF_ERROR(comm.allreduce_sum(&sum, 1, "allreduce eval loss"));
@@ -197,7 +202,41 @@ Status check_same_run(Communicator& comm, const std::vector<int64_t>& mine) {
       comm.rank(), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
 }
 
+// The step log's " | bubble 0.21 (ideal 0.20)" of a pipeline (empty without one); sets the
+// bubble gauges.
+std::string pipeline_log(const std::vector<double>& stage_bubble, const PipelineConfig& p, TrainMetrics& metrics) {
+  if (stage_bubble.empty()) return "";
+  double mean = 0.0;
+  for (double b : stage_bubble) mean += b / static_cast<double>(stage_bubble.size());
+  const double ideal = theoretical_bubble(p.stages, p.micro_batches);
+  metrics.pipeline_bubble.set(mean);
+  metrics.pipeline_bubble_theory.set(ideal);
+  return fmt::format(" | bubble {:.2f} (ideal {:.2f})", mean, ideal);
+}
+
+// metrics.jsonl fields of a pipeline step: the mean bubble, the ideal one, every stage's.
+std::string pipeline_json(const std::vector<double>& stage_bubble, const PipelineConfig& p) {
+  double mean = 0.0;
+  std::string stages;
+  for (size_t s = 0; s < stage_bubble.size(); ++s) {
+    mean += stage_bubble[s] / static_cast<double>(stage_bubble.size());
+    stages += fmt::format("{}{:.4f}", s ? "," : "", stage_bubble[s]);
+  }
+  return fmt::format(",\"bubble\":{:.4f},\"bubble_ideal\":{:.4f},\"stage_bubble\":[{}]", mean,
+                     theoretical_bubble(p.stages, p.micro_batches), stages);
+}
+
 }  // namespace
+
+Status set_pipeline_config(std::string_view schedule, PipelineConfig* p) {
+  KOI_ASSIGN_OR_RETURN(p->schedule, pipeline_schedule_from_name(schedule));
+  if (p->stages < 1) return Status::invalid_argument("pp (pipeline stages) must be at least 1");
+  if (p->micro_batches < 1) return Status::invalid_argument("pp_microbatches must be at least 1");
+  if (p->stages == 1 && p->micro_batches > 1) {
+    return Status::invalid_argument("pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
+  }
+  return ok_status();
+}
 
 Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::string& file_name) {
   YAML::Node root;
@@ -214,6 +253,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   m.n_kv_heads = 0;
   std::string tokenizer;
   std::vector<std::string> lora_targets;
+  std::string pp_schedule = pipeline_schedule_name(c.pipeline.schedule);
   KOI_RETURN_IF_ERROR(read_section(root, "model",
                                    {field("dim", &m.dim), field("layers", &m.n_layers), field("heads", &m.n_heads),
                                     field("kv_heads", &m.n_kv_heads), field("ffn_dim", &m.ffn_dim),
@@ -243,7 +283,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef),
+       field("pp", &c.pipeline.stages), field("pp_microbatches", &c.pipeline.micro_batches),
+       field("pp_schedule", &pp_schedule)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -270,6 +312,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (c.zero_stage != 0 && c.zero_stage != 1) {
     return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
   }
+  KOI_RETURN_IF_ERROR(set_pipeline_config(pp_schedule, &c.pipeline).with_prefix(file_name + ": train"));
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
     return Status::invalid_argument(file_name + ": train.moe_aux_loss_coef must be a finite number >= 0");
@@ -288,7 +331,18 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
-  if (c.batch_size % ranks != 0) {
+  const bool pipelined = c.pipeline.stages > 1;
+  if (pipelined && c.pipeline.stages != ranks) {
+    return Status::invalid_argument("--pp " + std::to_string(c.pipeline.stages) + " needs " +
+                                    std::to_string(c.pipeline.stages) + " ranks (mpirun -np " +
+                                    std::to_string(c.pipeline.stages) + "), not " + std::to_string(ranks) +
+                                    ": the pipeline stages are all the ranks (no data parallel beside them yet)");
+  }
+  if (pipelined && c.zero_stage != 0) {
+    return Status::unsupported("--zero 1 shards over data-parallel ranks; a pipeline (--pp) has none: use --zero 0");
+  }
+  const int dp = pipelined ? 1 : ranks;  // data-parallel ranks
+  if (c.batch_size % dp != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
                                     std::to_string(ranks) + " ranks; use a multiple of the rank count");
   }
@@ -330,8 +384,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     for (const MappedFile& text : texts) views.push_back(text.view());
     state.chars = CharVocab::from_texts(views).chars();
   }
-  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / ranks;
-  const int64_t first = int64_t{rank} * rank_batch * T;  // this rank's first token of a batch
+  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / dp;
+  const int64_t first = int64_t{pipelined ? 0 : rank} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
@@ -343,7 +397,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
-  DistributedAdamW opt(&cm, c.adam, model.trainable_layout(), c.zero_stage);
+  // A pipeline's stages keep their own AdamW (pipeline.h): this one then holds nothing.
+  DistributedAdamW opt(&cm, c.adam, pipelined ? std::vector<ParamTensor>{} : model.trainable_layout(), c.zero_stage);
+  std::optional<Pipeline> pipeline;
+  if (pipelined) {
+    KOI_ASSIGN_OR_RETURN(pipeline, Pipeline::create(&cm, &model, c.pipeline, c.adam, B));
+  }
   if (ckpt_dir.empty() && base) {
     KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
   } else if (ckpt_dir.empty()) {
@@ -351,9 +410,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   } else {
     AdamW full(c.adam, static_cast<int64_t>(model.trainable_params().size()));
     KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &full));
-    opt.load_full_state(full);
+    pipeline ? pipeline->load_full_state(full) : opt.load_full_state(full);
     if (rank == 0) {
-      std::fprintf(stderr, "resuming from %s (step %lld)\n", ckpt_dir.c_str(), static_cast<long long>(state.step));
+      std::string saved;
+      for (const auto& [axis, size] : state.layout) saved += fmt::format("{}{}={}", saved.empty() ? ", saved at " : " ", axis, size);
+      std::fprintf(stderr, "resuming from %s (step %lld%s)\n", ckpt_dir.c_str(), static_cast<long long>(state.step),
+                   saved.c_str());
     }
   }
   KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
@@ -381,7 +443,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
     const std::string parallel =
-        ranks == 1 ? "" : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
+        ranks == 1  ? ""
+        : pipelined ? fmt::format(" x {} pipeline stages ({}, {} micro-batches)", ranks,
+                                  pipeline_schedule_name(c.pipeline.schedule), c.pipeline.micro_batches)
+                    : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(model.params().size()), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
@@ -412,9 +477,13 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
+    state.layout = {{"dp", dp}, {"pp", c.pipeline.stages}};
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
-    return opt.with_full_state([&](AdamW& full) -> Status {
+    const auto with_full_state = [&](const std::function<Status(AdamW&)>& use) {
+      return pipeline ? pipeline->with_full_state(use) : opt.with_full_state(use);
+    };
+    return with_full_state([&](AdamW& full) -> Status {
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
       CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
@@ -425,10 +494,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, pipeline ? &*pipeline : nullptr, cm, val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, cm, train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, pipeline ? &*pipeline : nullptr, cm, train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
@@ -454,6 +523,13 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
+      if (pipeline) {
+        trace::Span span(trace, "pipeline schedule", "compute");
+        KOI_ASSIGN_OR_RETURN(const double part, pipeline->train_batch(inputs.data(), targets.data(), B, T,
+                                                                      1.0f / static_cast<float>(B * T * c.grad_accum)));
+        loss += part;
+        continue;
+      }
       {
         trace::Span span(trace, "forward", "compute");
         loss += (model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) + model.aux_loss()) *
@@ -466,7 +542,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     step_stats[0] = loss;
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    {
+    if (!pipeline) {
       trace::Span span(trace, "allreduce grads", "collective");
       KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
     }
@@ -478,14 +554,24 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     float norm;
     {
       trace::Span span(trace, "clip grad norm", "optimizer");
-      norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      if (pipeline) {
+        KOI_ASSIGN_OR_RETURN(norm, pipeline->clip_grad_norm(c.grad_clip));
+      } else {
+        norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
+      }
     }
     const float lr = lr_at(c.schedule, state.step);
     {
       trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+      KOI_RETURN_IF_ERROR(pipeline ? pipeline->step(lr, &pool)
+                                   : opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
     }
     ++state.step;
+    std::vector<double> stage_bubble;  // every stage's idle share of this step's schedules
+    if (pipeline) {
+      KOI_ASSIGN_OR_RETURN(stage_bubble, pipeline->bubble());
+    }
+    const std::string bubble_log = pipeline_log(stage_bubble, c.pipeline, step_metrics);
 
     const auto t_end = std::chrono::steady_clock::now();
     const double step_secs = std::chrono::duration<double>(t_end - t0).count();
@@ -506,9 +592,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.model_flops_per_second.set(flops_per_token * tok_s);
       step_metrics.mfu.set(peak_flops > 0.0 ? flops_per_token * tok_s / peak_flops : 0.0);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
-        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
+        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step%s | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
-                     format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
+                     bubble_log.c_str(), format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
         KOI_RETURN_IF_ERROR(write_file_atomic(metrics_prom, step_metrics.registry.render()));
       }
       char line[256];
@@ -517,6 +603,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
                     "\"step_ms\":%.3f",
                     static_cast<long long>(state.step), loss, lr, norm, tok_s, step_secs * 1e3);
       std::string json = line;
+      if (pipeline) json += pipeline_json(stage_bubble, c.pipeline);
       if (ranks > 1) {
         const std::vector<double> rank_ms(step_stats.begin() + 2, step_stats.end());
         json += ",\"rank_ms\":[";

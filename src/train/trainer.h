@@ -26,6 +26,10 @@
 // (data_parallel.h); rank 0 alone prints, writes metrics (with every rank's step time, and
 // flags stragglers) and writes checkpoints, which hold the full state and so resume on any
 // number of ranks. A collective that hangs fails the run with DeadlineExceeded (collectives.h).
+// Pipeline parallel (pipeline.pp > 1): the ranks are the stages of one pipeline, each batch
+// runs through it in micro-batches (pipeline.h); the step log and metrics add the measured
+// bubble beside (p-1)/(m+p-1), and checkpoints gather the stages, so they too resume on any
+// number of ranks.
 // One run per process; the work runs on a ThreadPool of `threads` threads.
 #pragma once
 
@@ -42,6 +46,7 @@
 #include "train/collectives.h"
 #include "train/lora.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 
 namespace koi::train {
 
@@ -73,6 +78,10 @@ struct TrainConfig {
   int threads = 0;  // 0: the physical cores
   int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
+  // Pipeline parallel (pipeline.h; train.pp, pp_microbatches, pp_schedule or --pp,
+  // --pp-microbatches, --pp-schedule): stages > 1 splits the layers over that many ranks,
+  // which until the device mesh lands must be all of them (no data parallel beside it).
+  PipelineConfig pipeline;
   // Mixture of experts (model.experts > 0): the weight of the router's load-balancing loss
   // (moe_train.h) in the objective; the logged training loss includes it, evaluations do not.
   float moe_aux_loss_coef = 0.01f;
@@ -80,6 +89,10 @@ struct TrainConfig {
   // step after its files are written, before it is committed.
   std::function<void(int64_t step)> before_checkpoint_commit;
 };
+
+// Sets the pipeline's schedule by name ("1f1b", "gpipe") and checks its stage and
+// micro-batch counts: the one check of the recipe's train.pp* keys and the --pp* flags.
+Status set_pipeline_config(std::string_view schedule, PipelineConfig* pipeline);
 
 // Parses a recipe (sections model, data, train; see recipes/shakespeare_char.yaml). Unknown
 // keys are errors, so that a typo does not silently train something else.
