@@ -33,7 +33,7 @@ grep -q '^koi_train_pipeline_bubble_theory_ratio 0.2$' "$WORK/1f1b/metrics.prom"
 # 20 steps x 4 micro-batches: at least 80 activation sends from stage 0 (rank 0 writes metrics).
 awk '$1 == "koi_train_collectives_total{collective=\"send\"}" { exit !($2 >= 80) }' "$WORK/1f1b/metrics.prom" ||
   { echo "FAIL: sends in metrics.prom"; grep collective "$WORK/1f1b/metrics.prom"; exit 1; }
-grep -q '"layout":{"dp":1,"pp":2}' "$WORK/1f1b/ckpt-00000010/state.json" ||
+grep -q '"layout":{"dp":1,"pp":2,"ep":1}' "$WORK/1f1b/ckpt-00000010/state.json" ||
   { echo "FAIL: the checkpoint does not record its layout"; cat "$WORK/1f1b/ckpt-00000010/state.json"; exit 1; }
 
 # A PP=2 checkpoint continues in 1 process, and a 1-process one at PP=2.

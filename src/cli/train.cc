@@ -38,7 +38,7 @@ struct TrainOptions {
   std::optional<int> zero;
   std::optional<double> bucket_mb;
   std::optional<float> moe_aux_loss_coef;
-  std::optional<int> pp, pp_microbatches;
+  std::optional<int> pp, pp_microbatches, ep;
   std::optional<std::string> pp_schedule;
   double collective_timeout = 60.0;
   std::optional<int> nproc;
@@ -74,6 +74,7 @@ int run_train(const TrainOptions& o) {
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
   if (o.pp) config->pipeline.stages = *o.pp;
   if (o.pp_microbatches) config->pipeline.micro_batches = *o.pp_microbatches;
+  if (o.ep) config->expert_parallel = *o.ep;
   if (Status s = train::set_pipeline_config(o.pp_schedule.value_or(train::pipeline_schedule_name(config->pipeline.schedule)),
                                             &config->pipeline);
       !s.ok()) {
@@ -138,6 +139,10 @@ Runner setup_train(CLI::App* app) {
                   "train.pp_microbatches, default 1)");
   app->add_option("--pp-schedule", o->pp_schedule,
                   "pipeline parallel: 1f1b (default) or gpipe (overrides train.pp_schedule)");
+  app->add_option("--ep", o->ep,
+                  "expert parallel: split a mixture-of-experts model's experts over the N mpirun ranks "
+                  "(mpirun -np N; overrides train.ep)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
                   "mixture-of-experts models: weight of the router's load-balancing loss (overrides "
                   "train.moe_aux_loss_coef, default 0.01)")

@@ -5,7 +5,7 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
-//                      the parallel layout it was saved under ("layout": {"dp": 1, "pp": 2}),
+//                      the parallel layout it was saved under ("layout": {"dp": 1, "pp": 2, "ep": 1}),
 //   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
 //   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
 //                      the run trains adapters; optimizer.safetensors then holds their moments

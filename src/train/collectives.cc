@@ -82,6 +82,20 @@ class MpiCommunicator final : public Communicator {
     MPI_Ibarrier(MPI_COMM_WORLD, &request);
     return collective_wait(&request, what);
   }
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>& recv_counts, std::string_view what) override {
+    KOI_CHECK(static_cast<int>(send_counts.size()) == size_ && static_cast<int>(recv_counts.size()) == size_);
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size_; ++r) {
+      sc[r] = mpi_count(send_counts[r]), sd[r] = mpi_count(so), so += send_counts[r];
+      rc[r] = mpi_count(recv_counts[r]), rd[r] = mpi_count(ro), ro += recv_counts[r];
+    }
+    MPI_Request request;
+    MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, MPI_COMM_WORLD,
+                   &request);
+    return collective_wait(&request, what);
+  }
   Status send(const float* data, int64_t n, int dest, std::string_view) override {
     KOI_CHECK(dest >= 0 && dest < size_ && dest != rank_);
     sends_.push_back({std::vector<float>(data, data + n), MPI_REQUEST_NULL});
@@ -211,6 +225,12 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+Status LocalCommunicator::alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                    const std::vector<int64_t>&, std::string_view) {
+  std::copy_n(send, send_counts.at(0), recv);
+  return ok_status();
+}
 
 Status LocalCommunicator::send(const float*, int64_t, int, std::string_view what) {
   return Status::failed_precondition("send '" + std::string(what) +

@@ -45,6 +45,11 @@ class Communicator {
   // Copies root's bytes to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
   virtual Status barrier(std::string_view what) = 0;
+  // Personalised all-to-all: send[o_d, o_d + send_counts[d]) goes to rank d (o_d the sum of
+  // the counts before d); recv gets rank s's part at the sum of recv_counts before s. Both
+  // count vectors have size() entries; recv_counts[s] must be what s sends here.
+  virtual Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                           const std::vector<int64_t>& recv_counts, std::string_view what) = 0;
   // Point to point. send copies data[0, n) and returns once the message is posted (it never
   // waits for the receiver, so two neighbours may send to each other at once); the message
   // completes in the background and at the latest inside this rank's next collective. recv
@@ -66,6 +71,8 @@ class LocalCommunicator final : public Communicator {
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>&, std::string_view) override;  // a copy
   Status send(const float*, int64_t, int, std::string_view what) override;
   Status recv(float*, int64_t, int, std::string_view what) override;
   [[noreturn]] void abort(int exit_code) override;

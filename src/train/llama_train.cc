@@ -497,7 +497,8 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
     float* x_next = l + 1 < layer_end_ ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
-      moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)]);
+      moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)],
+                  ep_.comm != nullptr ? &ep_ : nullptr);
       add_into(x_next, a.x_mid.data(), N * C);
       continue;
     }
@@ -594,7 +595,7 @@ void LlamaTrain::backward(float loss_scale) {
       const float aux_scale = loss_scale * static_cast<float>(N) * moe_aux_coef_ / static_cast<float>(c.n_layers);
       zero(dxn_, N * C);
       moe_backward(pool_, c, L.moe, G.moe, dx_.data(), a.xn2.data(), moe_acts_[static_cast<size_t>(l)], aux_scale,
-                   dxn_.data(), N, moe_scratch_);
+                   dxn_.data(), N, moe_scratch_, ep_.comm != nullptr ? &ep_ : nullptr);
     } else {
       zero(dh_, N * F);
       linear_backward(pool_, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);

@@ -99,6 +99,11 @@ class LlamaTrain {
   // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
 
+  // Expert parallelism (moe_train.h): the experts of every MoE layer split over comm's ranks,
+  // each of which runs forward() and backward() on its own share of the batch together;
+  // comm must outlive this. nullptr: every expert here (the default).
+  void set_expert_parallel(Communicator* comm) { ep_.comm = comm; }
+
   // Pipeline parallelism (pipeline.h): from now on forward() and backward() run layers
   // [begin, end) only, and activations are kept for those layers only. A stage with
   // begin > 0 has no embedding: its input residual is written into stage_input() before
@@ -139,6 +144,7 @@ class LlamaTrain {
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, D/2)
 
   int layer_begin_ = 0, layer_end_;  // set_layer_range()
+  ExpertParallel ep_;                 // set_expert_parallel(); comm nullptr: off
 
  public:
   // Activations of the last forward(), sized for B x T.

@@ -8,6 +8,7 @@ TimedCommunicator::TimedCommunicator(Communicator& inner, TrainMetrics& metrics)
       allgather_{&metrics.collective_seconds.labels({"allgather"}), &metrics.collectives.labels({"allgather"})},
       broadcast_{&metrics.collective_seconds.labels({"broadcast"}), &metrics.collectives.labels({"broadcast"})},
       barrier_{&metrics.collective_seconds.labels({"barrier"}), &metrics.collectives.labels({"barrier"})},
+      alltoall_{&metrics.collective_seconds.labels({"alltoall"}), &metrics.collectives.labels({"alltoall"})},
       send_{&metrics.collective_seconds.labels({"send"}), &metrics.collectives.labels({"send"})},
       recv_{&metrics.collective_seconds.labels({"recv"}), &metrics.collectives.labels({"recv"})} {}
 
@@ -29,6 +30,11 @@ Status TimedCommunicator::broadcast(void* data, int64_t bytes, int root, std::st
 
 Status TimedCommunicator::barrier(std::string_view what) {
   return timed(barrier_, [&] { return inner_.barrier(what); });
+}
+
+Status TimedCommunicator::alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                    const std::vector<int64_t>& recv_counts, std::string_view what) {
+  return timed(alltoall_, [&] { return inner_.alltoallv(send, send_counts, recv, recv_counts, what); });
 }
 
 Status TimedCommunicator::send(const float* data, int64_t n, int dest, std::string_view what) {

@@ -1,8 +1,8 @@
 // TimedCommunicator: a Communicator that forwards every collective to another and adds its
 // wall time to TrainMetrics' koi_train_collective_seconds_total{collective} and one to
 // koi_train_collectives_total{collective}, collective being the kind (allreduce, allgather,
-// broadcast, barrier, send, recv; the per-call names such as "allreduce grads bucket 3" would make a
-// series per bucket). Not thread-safe, like every Communicator.
+// broadcast, barrier, alltoall, send, recv; the per-call names such as "allreduce grads
+// bucket 3" would make a series per bucket). Not thread-safe, like every Communicator.
 #pragma once
 
 #include <chrono>
@@ -25,6 +25,8 @@ class TimedCommunicator final : public Communicator {
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override;
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>& recv_counts, std::string_view what) override;
   Status send(const float* data, int64_t n, int dest, std::string_view what) override;
   Status recv(float* data, int64_t n, int src, std::string_view what) override;
   [[noreturn]] void abort(int exit_code) override {
@@ -47,7 +49,7 @@ class TimedCommunicator final : public Communicator {
   }
 
   Communicator& inner_;
-  Kind allreduce_, allgather_, broadcast_, barrier_, send_, recv_;
+  Kind allreduce_, allgather_, broadcast_, barrier_, alltoall_, send_, recv_;
 };
 
 }  // namespace koi::train

@@ -24,6 +24,10 @@ class SlowCommunicator final : public Communicator {
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return ok_status();
+  }
   Status send(const float*, int64_t, int, std::string_view) override { return ok_status(); }
   Status recv(float*, int64_t, int, std::string_view) override { return ok_status(); }
   [[noreturn]] void abort(int) override { std::abort(); }

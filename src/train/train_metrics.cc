@@ -50,10 +50,10 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
                                  .labels({})),
       collective_seconds(r.counter("koi_train_collective_seconds_total",
                                    "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier, "
-                                   "send, recv).",
+                                   "alltoall, send, recv).",
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier", "send", "recv"}) {
+  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier", "alltoall", "send", "recv"}) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
   }

@@ -14,7 +14,7 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
-// (collective: allreduce, allgather, broadcast, barrier, send, recv; see TimedCommunicator.)
+// (collective: allreduce, allgather, broadcast, barrier, alltoall, send, recv; see TimedCommunicator.)
 //   koi_train_pipeline_bubble_ratio          pipeline parallel: the share of the last step's
 //                                            schedule the stages spent waiting (mean over stages)
 //   koi_train_pipeline_bubble_theory_ratio   (p-1)/(m+p-1) for p stages and m micro-batches

@@ -285,7 +285,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
        field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef),
        field("pp", &c.pipeline.stages), field("pp_microbatches", &c.pipeline.micro_batches),
-       field("pp_schedule", &pp_schedule)},
+       field("pp_schedule", &pp_schedule), field("ep", &c.expert_parallel)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -337,6 +337,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
                                     std::to_string(c.pipeline.stages) + " ranks (mpirun -np " +
                                     std::to_string(c.pipeline.stages) + "), not " + std::to_string(ranks) +
                                     ": the pipeline stages are all the ranks (no data parallel beside them yet)");
+  }
+  if (c.expert_parallel != 1 && (c.expert_parallel != ranks || pipelined)) {
+    return Status::invalid_argument("--ep " + std::to_string(c.expert_parallel) + " needs " +
+                                    std::to_string(c.expert_parallel) + " data-parallel ranks (mpirun -np " +
+                                    std::to_string(c.expert_parallel) + " without --pp), not " +
+                                    std::to_string(ranks) + (pipelined ? " pipeline stages" : ""));
   }
   if (pipelined && c.zero_stage != 0) {
     return Status::unsupported("--zero 1 shards over data-parallel ranks; a pipeline (--pp) has none: use --zero 0");
@@ -397,6 +403,14 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
+  if (c.expert_parallel > 1) {
+    if (mc.moe.n_experts < c.expert_parallel) {
+      return Status::invalid_argument("--ep " + std::to_string(c.expert_parallel) + " needs a mixture-of-experts model " +
+                                      "with at least that many experts (model.experts is " +
+                                      std::to_string(mc.moe.n_experts) + ")");
+    }
+    model.set_expert_parallel(&cm);
+  }
   // A pipeline's stages keep their own AdamW (pipeline.h): this one then holds nothing.
   DistributedAdamW opt(&cm, c.adam, pipelined ? std::vector<ParamTensor>{} : model.trainable_layout(), c.zero_stage);
   std::optional<Pipeline> pipeline;
@@ -446,7 +460,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
         ranks == 1  ? ""
         : pipelined ? fmt::format(" x {} pipeline stages ({}, {} micro-batches)", ranks,
                                   pipeline_schedule_name(c.pipeline.schedule), c.pipeline.micro_batches)
-                    : fmt::format(" x {} ranks{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "");
+                    : fmt::format(" x {} ranks{}{}", ranks, c.zero_stage == 1 ? ", ZeRO-1" : "",
+                                  c.expert_parallel > 1 ? ", experts split over them" : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(model.params().size()), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
@@ -477,7 +492,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
-    state.layout = {{"dp", dp}, {"pp", c.pipeline.stages}};
+    state.layout = {{"dp", dp}, {"pp", c.pipeline.stages}, {"ep", c.expert_parallel}};
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     const auto with_full_state = [&](const std::function<Status(AdamW&)>& use) {

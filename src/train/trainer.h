@@ -82,6 +82,10 @@ struct TrainConfig {
   // --pp-microbatches, --pp-schedule): stages > 1 splits the layers over that many ranks,
   // which until the device mesh lands must be all of them (no data parallel beside it).
   PipelineConfig pipeline;
+  // Expert parallel (train.ep or --ep; moe_train.h): the experts of a mixture-of-experts
+  // model split over this many ranks, which are also the data-parallel ranks (all of them
+  // until the device mesh lands).
+  int expert_parallel = 1;
   // Mixture of experts (model.experts > 0): the weight of the router's load-balancing loss
   // (moe_train.h) in the objective; the logged training loss includes it, evaluations do not.
   float moe_aux_loss_coef = 0.01f;
