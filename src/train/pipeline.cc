@@ -188,10 +188,18 @@ Status Pipeline::step(float lr, ThreadPool* pool) {
 }
 
 Result<std::vector<double>> Pipeline::bubble() {
-  std::vector<double> shares(static_cast<size_t>(config_.stages), 0.0);
-  shares[static_cast<size_t>(stage_)] = schedule_s_ > 0.0 ? idle_s_ / schedule_s_ : 0.0;
+  const size_t p = static_cast<size_t>(config_.stages), me = static_cast<size_t>(stage_);
+  std::vector<double> times(2 * p, 0.0);  // every stage's compute seconds, then its schedule seconds
+  times[me] = schedule_s_ - idle_s_;
+  times[p + me] = schedule_s_;
   idle_s_ = schedule_s_ = 0.0;
-  KOI_RETURN_IF_ERROR(comm_->allreduce_sum(shares.data(), config_.stages, "allreduce pipeline bubble"));
+  KOI_RETURN_IF_ERROR(comm_->allreduce_sum(times.data(), 2 * config_.stages, "allreduce pipeline bubble"));
+  // The stages enter a step's schedule together (the last step ended in collectives), so the
+  // pipeline's span is the longest schedule; a stage idles whatever of it it did not compute,
+  // waiting inside recv or done before the others.
+  const double span = *std::max_element(times.begin() + static_cast<std::ptrdiff_t>(p), times.end());
+  std::vector<double> shares(p, 0.0);
+  for (size_t s = 0; s < p && span > 0.0; ++s) shares[s] = 1.0 - times[s] / span;
   return shares;
 }
 

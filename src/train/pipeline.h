@@ -18,8 +18,9 @@
 // and AdamW moments, so it loads at any stage count, or in one process, and
 // load_full_state() takes a stage's part of one.
 //
-// The bubble: each stage times what it waits for its neighbours (inside recv) against the
-// whole schedule; bubble() reports every stage's share.
+// The bubble: each stage times its schedule and what of it it waits for its neighbours
+// (inside recv); bubble() reports every stage's idle share of the pipeline's span (the
+// longest stage's schedule: a stage that finishes early idles too, as in (p-1)/(m+p-1)).
 //
 // Not thread-safe; every method that communicates must be called on every stage.
 #pragma once
@@ -75,8 +76,9 @@ class Pipeline {
   // AdamW on this stage's slice; the tied embedding back to the last stage.
   Status step(float lr, ThreadPool* pool);
 
-  // Every stage's share of the schedules since the last call spent waiting for a neighbour
-  // (idle seconds / schedule seconds), gathered on every stage; then starts counting anew.
+  // Every stage's share of the pipeline's span since the last call that it did not compute
+  // (1 - compute seconds / the longest stage's schedule seconds), gathered on every stage;
+  // then starts counting anew.
   Result<std::vector<double>> bubble();
 
   // Gathers every stage's parameters into the model and the whole AdamW state, then calls
