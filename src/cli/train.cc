@@ -75,9 +75,8 @@ int run_train(const TrainOptions& o) {
   if (o.pp) config->pipeline.stages = *o.pp;
   if (o.pp_microbatches) config->pipeline.micro_batches = *o.pp_microbatches;
   if (o.ep) config->expert_parallel = *o.ep;
-  if (Status s = train::set_pipeline_config(o.pp_schedule.value_or(train::pipeline_schedule_name(config->pipeline.schedule)),
-                                            &config->pipeline);
-      !s.ok()) {
+  const std::string schedule = o.pp_schedule.value_or(train::pipeline_schedule_name(config->pipeline.schedule));
+  if (Status s = train::set_pipeline_config(schedule, &config->pipeline); !s.ok()) {
     return fail("--pp, --pp-microbatches, --pp-schedule: " + s.message());
   }
   if (o.lora_rank) {

@@ -82,7 +82,8 @@ void gather_counts(const ExpertParallel& ep, int64_t E, MoeActs& a) {
   const int R = ep.comm->size(), me = ep.comm->rank();
   std::vector<float> counts(static_cast<size_t>(R * E), 0.0f);  // exact: row counts < 2^24
   for (int64_t e = 0; e < E; ++e) counts[static_cast<size_t>(me * E + e)] = static_cast<float>(a.routed[e].size());
-  ep_check(ep, ep.comm->allgather(counts.data(), std::vector<int64_t>(static_cast<size_t>(R), E), "allgather expert rows"));
+  const std::vector<int64_t> per_rank(static_cast<size_t>(R), E);
+  ep_check(ep, ep.comm->allgather(counts.data(), per_rank, "allgather expert rows"));
   a.ep_counts.assign(counts.begin(), counts.end());
 }
 
@@ -108,7 +109,8 @@ std::vector<float> to_owners(const ExpertParallel& ep, const EpLayout& L, const 
 }
 
 // Own expert e's rows of a to_owners() result, every rank's in rank order: out (n_e, C).
-int64_t gather_expert(const EpLayout& L, const std::vector<float>& recv, int64_t e, int64_t C, std::vector<float>& out) {
+int64_t gather_expert(const EpLayout& L, const std::vector<float>& recv, int64_t e, int64_t C,
+                      std::vector<float>& out) {
   int64_t n = 0, base = 0;
   for (int r = 0; r < L.ranks; ++r) n += L.count(r, e);
   ensure(out, n * C);

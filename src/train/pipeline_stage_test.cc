@@ -46,7 +46,10 @@ void expect_stages_match_whole_model(bool tied) {
   const float scale = 1.0f / (2 * N);
   std::vector<std::vector<int32_t>> in(2), tg(2);
   for (int mb = 0; mb < 2; ++mb) {
-    for (int i = 0; i < N; ++i) in[mb].push_back((i * 7 + 3 + mb) % c.n_vocab), tg[mb].push_back((i * 13 + mb) % c.n_vocab);
+    for (int i = 0; i < N; ++i) {
+      in[mb].push_back((i * 7 + 3 + mb) % c.n_vocab);
+      tg[mb].push_back((i * 13 + mb) % c.n_vocab);
+    }
   }
   // Whole model: accumulate micro-batch 0 then 1.
   whole->zero_grad();

@@ -49,8 +49,8 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
                                      "Pipeline parallel: the bubble of an ideal schedule, (p-1)/(m+p-1).")
                                  .labels({})),
       collective_seconds(r.counter("koi_train_collective_seconds_total",
-                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier, "
-                                   "alltoall, send, recv).",
+                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, "
+                                   "barrier, alltoall, send, recv).",
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})) {
   for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier", "alltoall", "send", "recv"}) {

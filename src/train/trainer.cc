@@ -405,8 +405,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (c.expert_parallel > 1) {
     if (mc.moe.n_experts < c.expert_parallel) {
-      return Status::invalid_argument("--ep " + std::to_string(c.expert_parallel) + " needs a mixture-of-experts model " +
-                                      "with at least that many experts (model.experts is " +
+      return Status::invalid_argument("--ep " + std::to_string(c.expert_parallel) +
+                                      " needs a mixture-of-experts model with at least that many experts "
+                                      "(model.experts is " +
                                       std::to_string(mc.moe.n_experts) + ")");
     }
     model.set_expert_parallel(&cm);
@@ -424,10 +425,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   } else {
     AdamW full(c.adam, static_cast<int64_t>(model.trainable_params().size()));
     KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &full));
-    pipeline ? pipeline->load_full_state(full) : opt.load_full_state(full);
+    if (pipeline) {
+      pipeline->load_full_state(full);
+    } else {
+      opt.load_full_state(full);
+    }
     if (rank == 0) {
       std::string saved;
-      for (const auto& [axis, size] : state.layout) saved += fmt::format("{}{}={}", saved.empty() ? ", saved at " : " ", axis, size);
+      for (const auto& [axis, size] : state.layout) {
+        saved += fmt::format("{}{}={}", saved.empty() ? ", saved at " : " ", axis, size);
+      }
       std::fprintf(stderr, "resuming from %s (step %lld%s)\n", ckpt_dir.c_str(), static_cast<long long>(state.step),
                    saved.c_str());
     }
@@ -509,10 +516,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, pipeline ? &*pipeline : nullptr, cm, val_tokens, c, T, c.seed + 1));
+    Pipeline* stages = pipeline ? &*pipeline : nullptr;
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, stages, cm, val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, pipeline ? &*pipeline : nullptr, cm, train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, stages, cm, train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
