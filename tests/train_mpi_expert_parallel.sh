@@ -3,7 +3,8 @@
 # the router's load-balancing loss on) with its experts split over 2 ranks, tokens dispatched
 # to the experts' owners and combined back with all-to-all, follows the single-process loss
 # curve within 1e-5 per step for 20 steps on the same global batch; an EP=2 checkpoint resumes
-# in 1 process on that curve; bad layouts are refused with what to change.
+# in 1 process on that curve; the MoE model at PP=2 follows it too; bad layouts are refused
+# with what to change.
 # Usage: train_mpi_expert_parallel.sh KOI SHARED_DIR
 KOI=$1
 SHARED=$2
@@ -24,6 +25,11 @@ grep -q 'x 2 ranks, experts split over them' "$WORK/ep.txt" ||
 # Per step and layer: inputs and outputs forward, gradients backward = 4 all-to-alls on rank 0.
 awk '$1 == "koi_train_collectives_total{collective=\"alltoall\"}" { exit !($2 >= 20 * 2 * 4) }' "$WORK/ep/metrics.prom" ||
   { echo "FAIL: all-to-alls in metrics.prom"; grep collective "$WORK/ep/metrics.prom"; exit 1; }
+
+# A pipeline over the MoE model: each stage adds its layers' router term to the loss and
+# backward (one micro-batch: the load-balancing statistics are a micro-batch's, see train.md).
+"${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/pp" --pp 2 > /dev/null 2>&1
+expect_close "$WORK/one" "$WORK/pp" 1e-5 "MoE at PP=2 vs 1 process"
 
 # An EP=2 checkpoint continues in 1 process.
 mkdir "$WORK/ep_to_one"
