@@ -5,7 +5,7 @@
 # bitwise); tied embeddings and an uneven split of 3 layers too; the measured bubble and the
 # ideal (p-1)/(m+p-1) are logged; a checkpoint saved at PP=2 resumes in 1 process and one
 # saved by 1 process resumes at PP=2, on the uninterrupted curve; bad layouts are refused
-# with what to change.
+# with what to change; a frozen stage is reported by the watchdog.
 # Usage: train_mpi_pipeline.sh KOI SHARED_DIR
 KOI=$1
 SHARED=$2
@@ -65,4 +65,22 @@ expect_error "train.batch_size 4 does not split into 3 micro-batches; use a --pp
 expect_error "--pp 2 needs 2 ranks (mpirun -np 2), not 1" "$KOI" train --config "$RECIPE" --out "$WORK/bad" --pp 2
 expect_error "unknown pipeline schedule 'zigzag' (known: 1f1b, gpipe)" \
   "$KOI" train --config "$RECIPE" --out "$WORK/bad" --pp 2 --pp-schedule zigzag
+
+# The watchdog covers send/recv: stage 1 frozen with SIGSTOP leaves stage 0 waiting for a
+# micro-batch's gradient (or the next collective); it reports stage 1 and the job ends.
+frozen=""
+trap 'if [ -n "$frozen" ]; then kill -9 "$frozen" 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
+sed -i 's/steps: 20,/steps: 1000000,/' "$RECIPE"
+"${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/frozen" --pp 2 --pp-microbatches 2 \
+  --collective-timeout 3 > "$WORK/frozen.txt" 2>&1 &
+job=$!
+wait_for_step "$WORK/frozen" 5 "$job"
+frozen=$(rank_pid "$WORK/frozen" 1) || { echo "FAIL: rank 1 not found"; exit 1; }
+kill -STOP "$frozen"
+rc=0
+wait "$job" || rc=$?
+[ "$rc" -ne 0 ] || { echo "FAIL: mpirun exited 0 with a frozen stage"; exit 1; }
+pattern="watchdog: rank 0 step [0-9]*: collective '[a-z -]*[0-9]*' did not complete within 3 s; not responding: rank 1$"
+grep -q "$pattern" "$WORK/frozen.txt" || { echo "FAIL: no watchdog message naming rank 1"; cat "$WORK/frozen.txt"; exit 1; }
+grep "$pattern" "$WORK/frozen.txt"
 echo "PASS: pipeline parallel follows the single-process run"
