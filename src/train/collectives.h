@@ -1,8 +1,11 @@
 // Communicator: the collectives data-parallel training needs (sum-allreduce, allgather,
 // sum-reduce-scatter, broadcast, barrier; allgather and reduce-scatter also non-blocking, for
-// ZeRO-2/3's overlap, zero.h) behind one small interface, with two implementations:
+// ZeRO-2/3's overlap, zero.h; alltoallv for expert parallelism) and the point-to-point
+// messages pipeline parallelism needs (send, recv: activations and their gradients between
+// neighbouring stages) behind one small interface, with two implementations:
 //   LocalCommunicator  one process, size 1; every collective is a no-op (a reduce-scatter
-//                      copies its input to its output).
+//                      or an alltoallv copies its input to its output); send and recv refuse
+//                      (there is no peer).
 //   MPI                `mpirun -np N koi train ...`: MPI_COMM_WORLD through Debian's OpenMPI.
 // Every collective but reduce-scatter is in place, and each names itself (`what`, "allreduce
 // grads bucket 3") so that a hang can be reported. The MPI implementation issues non-blocking collectives and polls
@@ -68,6 +71,18 @@ class Communicator {
   // The ranks that call it with the same color, ordered by key (then by rank): MPI_Comm_split.
   // Every rank must call it; it blocks (not under the watchdog) and has the same timeout.
   virtual Result<std::unique_ptr<Communicator>> split(int color, int key) = 0;
+  // Personalised all-to-all: send[o_d, o_d + send_counts[d]) goes to rank d (o_d the sum of
+  // the counts before d); recv gets rank s's part at the sum of recv_counts before s. Both
+  // count vectors have size() entries; recv_counts[s] must be what s sends here.
+  virtual Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                           const std::vector<int64_t>& recv_counts, std::string_view what) = 0;
+  // Point to point. send copies data[0, n) and returns once the message is posted (it never
+  // waits for the receiver, so two neighbours may send to each other at once); the message
+  // completes in the background and at the latest inside this rank's next collective. recv
+  // waits (against the watchdog, like a collective) for n floats from rank src. Messages
+  // between two ranks arrive in the order they were sent; n must match on both sides.
+  virtual Status send(const float* data, int64_t n, int dest, std::string_view what) = 0;
+  virtual Status recv(float* data, int64_t n, int src, std::string_view what) = 0;
   // Ends every rank of the job with exit_code; for a job that cannot continue.
   [[noreturn]] virtual void abort(int exit_code) = 0;
 
@@ -92,6 +107,10 @@ class LocalCommunicator final : public Communicator {
   Result<std::unique_ptr<Communicator>> split(int, int) override {
     return std::unique_ptr<Communicator>(new LocalCommunicator());
   }
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>&, std::string_view) override;  // a copy
+  Status send(const float*, int64_t, int, std::string_view what) override;
+  Status recv(float*, int64_t, int, std::string_view what) override;
   [[noreturn]] void abort(int exit_code) override;
 };
 

@@ -139,6 +139,32 @@ class LlamaTrain {
   }
   const Status& parallel_status() const { return tp_status_; }
 
+  // Expert parallelism (moe_train.h): the experts of every MoE layer split over comm's ranks,
+  // each of which runs forward() and backward() on its own share of the batch together;
+  // comm must outlive this. nullptr: every expert here (the default).
+  void set_expert_parallel(Communicator* comm) { ep_.comm = comm; }
+
+  // Pipeline parallelism (pipeline.h): from now on forward() and backward() run layers
+  // [begin, end) only, and activations are kept for those layers only. A stage with
+  // begin > 0 has no embedding: its input residual is written into stage_input() before
+  // forward(), and backward() leaves the gradient of that input in stage_input_grad(). A stage
+  // with end < n_layers has no head: forward() stops at the residual leaving layer end - 1
+  // (stage_output()) and returns 0, and backward() starts from the gradient written into
+  // stage_output_grad() (loss_scale then unused). The default range is every layer.
+  void set_layer_range(int begin, int end);
+  int layer_begin() const { return layer_begin_; }
+  int layer_end() const { return layer_end_; }
+  float* stage_input(int B, int T);           // (B*T, C); sizes the activations for B x T
+  const float* stage_output() const { return x_out_.data(); }  // (B*T, C) after forward()
+  float* stage_output_grad(int B, int T);     // (B*T, C)
+  const float* stage_input_grad() const { return dx_.data(); }  // (B*T, C) after backward()
+
+  // Everything forward() keeps for backward() (SavedActivations, below): a pipeline stage
+  // keeps one set per micro-batch in flight and swaps it in before that micro-batch's
+  // forward() or backward() and out after.
+  struct SavedActivations;
+  void swap_activations(SavedActivations& other);
+
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
   Params bind(float* base) const;
@@ -157,6 +183,7 @@ class LlamaTrain {
     }
   }
   void resize_activations(int B, int T);
+  void head_backward(const Params& p, const Params& g, float loss_scale);
   void attention_forward(int layer);
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
   void lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N);
@@ -180,6 +207,10 @@ class LlamaTrain {
   std::optional<LoraAdapters> lora_;
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, D/2)
 
+  int layer_begin_ = 0, layer_end_;  // set_layer_range()
+  ExpertParallel ep_;                 // set_expert_parallel(); comm nullptr: off
+
+ public:
   // Activations of the last forward(), sized for B x T.
   struct LayerActs {
     std::vector<float> x_in;      // (N, C) residual stream entering the layer
@@ -195,6 +226,16 @@ class LlamaTrain {
     std::vector<float> sig;       // (N, F) sigmoid(gate)
     std::vector<float> h;         // (N, F) silu(gate) * up = gate * sig * up
   };
+  struct SavedActivations {
+    int B = 0, T = 0;
+    float aux_loss = 0.0f;
+    std::vector<LayerActs> acts;
+    std::vector<MoeActs> moe_acts;
+    std::vector<float> x_out, rstd_f, xn_f, probs;
+    std::vector<int32_t> inputs, targets;
+  };
+
+ private:
   int B_ = 0, T_ = 0;
   std::vector<LayerActs> acts_;
   std::vector<MoeActs> moe_acts_;  // per layer, with experts

@@ -40,6 +40,12 @@ class PeerCommunicator final : public Communicator {
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   Result<std::unique_ptr<Communicator>> split(int, int) override { return Status::unsupported("not here"); }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return Status::unsupported("not here");
+  }
+  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
+  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
   [[noreturn]] void abort(int) override { std::abort(); }
 
  private:

@@ -15,7 +15,10 @@ TimedCommunicator::TimedCommunicator(Communicator& inner, TrainMetrics& metrics)
       allgather_(make_kind(metrics, "allgather")),
       reduce_scatter_(make_kind(metrics, "reduce_scatter")),
       broadcast_(make_kind(metrics, "broadcast")),
-      barrier_(make_kind(metrics, "barrier")) {}
+      barrier_(make_kind(metrics, "barrier")),
+      alltoall_(make_kind(metrics, "alltoall")),
+      send_(make_kind(metrics, "send")),
+      recv_(make_kind(metrics, "recv")) {}
 
 TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics)
     : TimedCommunicator(*inner, metrics) {
@@ -85,6 +88,19 @@ Status TimedCommunicator::barrier(std::string_view what) {
 Result<std::unique_ptr<Communicator>> TimedCommunicator::split(int color, int key) {
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub, inner_.split(color, key));
   return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(sub), metrics_, bytes_));
+}
+
+Status TimedCommunicator::alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                    const std::vector<int64_t>& recv_counts, std::string_view what) {
+  return timed(alltoall_, sum_bytes(send_counts), [&] { return inner_.alltoallv(send, send_counts, recv, recv_counts, what); });
+}
+
+Status TimedCommunicator::send(const float* data, int64_t n, int dest, std::string_view what) {
+  return timed(send_, static_cast<double>(n) * sizeof(float), [&] { return inner_.send(data, n, dest, what); });
+}
+
+Status TimedCommunicator::recv(float* data, int64_t n, int src, std::string_view what) {
+  return timed(recv_, static_cast<double>(n) * sizeof(float), [&] { return inner_.recv(data, n, src, what); });
 }
 
 }  // namespace koi::train

@@ -1,7 +1,7 @@
 // TimedCommunicator: a Communicator that forwards every collective to another and adds its
 // wall time to TrainMetrics' koi_train_collective_seconds_total{collective} and one to
 // koi_train_collectives_total{collective}, collective being the kind (allreduce, allgather,
-// reduce_scatter, broadcast, barrier; the per-call names such as "allreduce grads bucket 3"
+// reduce_scatter, broadcast, barrier, alltoall, send, recv; the per-call names such as "allreduce grads bucket 3"
 // would make a series per bucket), and the bytes this rank handed to it to
 // koi_train_collective_bytes_total{collective} (the payload: an allreduce of n floats counts
 // 4n, an allgather or reduce-scatter the whole buffer; also summed in bytes(), which the
@@ -46,6 +46,10 @@ class TimedCommunicator final : public Communicator {
   // Bytes of every collective so far, on this communicator and every one split from it (the
   // sum of koi_train_collective_bytes_total).
   double bytes() const { return *bytes_; }
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>& recv_counts, std::string_view what) override;
+  Status send(const float* data, int64_t n, int dest, std::string_view what) override;
+  Status recv(float* data, int64_t n, int src, std::string_view what) override;
   [[noreturn]] void abort(int exit_code) override {
     inner_.abort(exit_code);
     __builtin_unreachable();  // inner_.abort does not return
@@ -78,7 +82,7 @@ class TimedCommunicator final : public Communicator {
   std::unique_ptr<Communicator> owned_;  // a split communicator; inner_ refers to it
   Communicator& inner_;
   TrainMetrics& metrics_;
-  Kind allreduce_, allgather_, reduce_scatter_, broadcast_, barrier_;
+  Kind allreduce_, allgather_, reduce_scatter_, broadcast_, barrier_, alltoall_, send_, recv_;
   std::map<int64_t, const Kind*> started_;  // non-blocking collectives in flight, by ticket
   std::shared_ptr<double> bytes_ = std::make_shared<double>(0.0);  // shared with split ones
 };

@@ -15,7 +15,11 @@
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
 //   koi_train_collective_bytes_total{collective}    bytes of the collectives' full buffers
-// (collective: allreduce, allgather, reduce_scatter, broadcast, barrier; see TimedCommunicator.)
+// (collective: allreduce, allgather, reduce_scatter, broadcast, barrier, alltoall, send, recv;
+// see TimedCommunicator.)
+//   koi_train_pipeline_bubble_ratio          pipeline parallel: the share of the last step's
+//                                            schedule the stages spent waiting (mean over stages)
+//   koi_train_pipeline_bubble_theory_ratio   (p-1)/(m+p-1) for p stages and m micro-batches
 #pragma once
 
 #include "base/metrics.h"
@@ -41,6 +45,8 @@ struct TrainMetrics {
   metrics::Gauge& mfu;
   metrics::Histogram& checkpoint_snapshot;
   metrics::Histogram& checkpoint_write;
+  metrics::Gauge& pipeline_bubble;
+  metrics::Gauge& pipeline_bubble_theory;
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
   metrics::Family<metrics::Counter> collective_bytes;

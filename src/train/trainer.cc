@@ -133,10 +133,11 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
 }
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
-// each rank computes its part of every batch.
-// each data-parallel rank computes its part of every batch (dp: the mesh's dp group).
-Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange tokens, const TrainConfig& c, int T,
-                            uint64_t seed) {
+// each data-parallel rank computes its part of every batch (dp: the mesh's dp group; with a
+// pipeline, every stage of the dp rank runs its layers on that part and the last has the loss,
+// summed over the stages by pp).
+Result<float> estimate_loss(LlamaTrain& model, Pipeline* pipeline, Communicator& dp, Communicator& pp,
+                            TokenRange tokens, const TrainConfig& c, int T, uint64_t seed) {
   BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
   const int rank_batch = c.batch_size / dp.size();
@@ -144,10 +145,17 @@ Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange toke
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
+    if (pipeline) {
+      KOI_ASSIGN_OR_RETURN(const double part,
+                           pipeline->eval_batch(inputs.data() + first, targets.data() + first, rank_batch, T));
+      sum += part;
+      continue;
+    }
     sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
     KOI_RETURN_IF_ERROR(model.parallel_status());
   }
   KOI_RETURN_IF_ERROR(dp.allreduce_sum(&sum, 1, "allreduce eval loss"));
+  if (pipeline) KOI_RETURN_IF_ERROR(pp.allreduce_sum(&sum, 1, "allreduce eval loss over the stages"));
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
@@ -228,7 +236,41 @@ Status check_same_run(Communicator& comm, const std::vector<int64_t>& mine) {
       comm.rank(), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
 }
 
+// The step log's " | bubble 0.21 (ideal 0.20)" of a pipeline (empty without one); sets the
+// bubble gauges.
+std::string pipeline_log(const std::vector<double>& stage_bubble, const PipelineConfig& p, TrainMetrics& metrics) {
+  if (stage_bubble.empty()) return "";
+  double mean = 0.0;
+  for (double b : stage_bubble) mean += b / static_cast<double>(stage_bubble.size());
+  const double ideal = theoretical_bubble(p.stages, p.micro_batches);
+  metrics.pipeline_bubble.set(mean);
+  metrics.pipeline_bubble_theory.set(ideal);
+  return fmt::format(" | bubble {:.2f} (ideal {:.2f})", mean, ideal);
+}
+
+// metrics.jsonl fields of a pipeline step: the mean bubble, the ideal one, every stage's.
+std::string pipeline_json(const std::vector<double>& stage_bubble, const PipelineConfig& p) {
+  double mean = 0.0;
+  std::string stages;
+  for (size_t s = 0; s < stage_bubble.size(); ++s) {
+    mean += stage_bubble[s] / static_cast<double>(stage_bubble.size());
+    stages += fmt::format("{}{:.4f}", s ? "," : "", stage_bubble[s]);
+  }
+  return fmt::format(",\"bubble\":{:.4f},\"bubble_ideal\":{:.4f},\"stage_bubble\":[{}]", mean,
+                     theoretical_bubble(p.stages, p.micro_batches), stages);
+}
+
 }  // namespace
+
+Status set_pipeline_config(std::string_view schedule, PipelineConfig* p) {
+  KOI_ASSIGN_OR_RETURN(p->schedule, pipeline_schedule_from_name(schedule));
+  if (p->stages < 1) return Status::invalid_argument("pp (pipeline stages) must be at least 1");
+  if (p->micro_batches < 1) return Status::invalid_argument("pp_microbatches must be at least 1");
+  if (p->stages == 1 && p->micro_batches > 1) {
+    return Status::invalid_argument("pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
+  }
+  return ok_status();
+}
 
 Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::string& file_name) {
   YAML::Node root;
@@ -245,6 +287,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   m.n_kv_heads = 0;
   std::string tokenizer;
   std::vector<std::string> lora_targets;
+  std::string pp_schedule = pipeline_schedule_name(c.pipeline.schedule);
   KOI_RETURN_IF_ERROR(read_section(root, "model",
                                    {field("dim", &m.dim), field("layers", &m.n_layers), field("heads", &m.n_heads),
                                     field("kv_heads", &m.n_kv_heads), field("ffn_dim", &m.ffn_dim),
@@ -275,7 +318,9 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
        field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb),
-       field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("moe_aux_loss_coef", &c.moe_aux_loss_coef), field("dp", &c.mesh.dp), field("tp", &c.mesh.tp),
+       field("pp", &c.mesh.pp), field("ep", &c.mesh.ep), field("pp_microbatches", &c.pipeline.micro_batches),
+       field("pp_schedule", &pp_schedule)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -304,6 +349,8 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
                                     ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded AdamW state), 2 "
                                     "(ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
   }
+  c.pipeline.stages = c.mesh.pp;
+  KOI_RETURN_IF_ERROR(set_pipeline_config(pp_schedule, &c.pipeline).with_prefix(file_name + ": train"));
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
     return Status::invalid_argument(file_name + ": train.moe_aux_loss_coef must be a finite number >= 0");
@@ -367,12 +414,37 @@ Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, Adam
   return ok_status();
 }
 
+// Expert parallel (mesh ep > 1, moe_train.h): the experts of a mixture-of-experts model split
+// over the ep group.
+Status setup_expert_parallel(const model::ModelConfig& mc, Mesh& mesh, LlamaTrain* model) {
+  const int ep = mesh.shape().ep;
+  if (ep == 1) return ok_status();
+  if (mc.moe.n_experts < ep) {
+    return Status::invalid_argument("--ep " + std::to_string(ep) +
+                                    " needs a mixture-of-experts model with at least that many experts (model.experts "
+                                    "is " + std::to_string(mc.moe.n_experts) + ")");
+  }
+  model->set_expert_parallel(&mesh.ep());
+  return ok_status();
+}
+
 // The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
 // what to use instead.
 Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
-  if (mesh.pp > 1 || mesh.ep > 1) {
-    return Status::unsupported("mesh " + mesh.to_string() +
-                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
+  const std::string zero = std::to_string(c.zero_stage);
+  if (mesh.ep > 1 && (mesh.dp > 1 || mesh.tp > 1 || mesh.pp > 1)) {
+    return Status::unsupported("mesh " + mesh.to_string() + ": expert parallelism (--ep) does not combine with " +
+                               "--dp, --tp or --pp yet; run --ep " + std::to_string(mesh.ep) + " alone (mpirun -np " +
+                               std::to_string(mesh.ep) + ", its ranks also split the batch)");
+  }
+  if (mesh.pp > 1 && c.zero_stage != 0) {
+    return Status::unsupported("--zero " + zero + " with --pp " + std::to_string(mesh.pp) +
+                               ": the pipeline stages keep their own AdamW and ZeRO does not shard them yet; use "
+                               "--zero 0 with --pp, or --zero " + zero + " with --dp alone");
+  }
+  if (mesh.ep > 1 && c.zero_stage >= 2) {
+    return Status::unsupported("--zero " + zero + " with --ep: ZeRO-2/3 do not shard expert-parallel models yet; use "
+                               "--zero 0 or 1 with --ep");
   }
   if (c.zero_stage >= 2 && c.lora.rank > 0) {
     return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
@@ -397,7 +469,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const int rank = cm.rank(), ranks = cm.size();
   KOI_ASSIGN_OR_RETURN(Mesh mesh, Mesh::create(cm, c.mesh));
   KOI_RETURN_IF_ERROR(check_parallel_layout(c, mesh.shape()));
-  const int dp_ranks = mesh.dp().size();
+  // The ranks that split the batch: the dp group, or under expert parallelism the ep group
+  // (the experts' ranks take different sequences; check_parallel_layout keeps ep alone).
+  Communicator& data = mesh.shape().ep > 1 ? mesh.ep() : mesh.dp();
+  const int dp_ranks = data.size();
   if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
                                     std::to_string(dp_ranks) +
@@ -443,7 +518,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     state.chars = CharVocab::from_texts(views).chars();
   }
   const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / dp_ranks;
-  const int64_t first = int64_t{mesh.dp_rank()} * rank_batch * T;  // this rank's first token of a batch
+  const int64_t first = int64_t{data.rank()} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
@@ -460,15 +535,24 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
+  KOI_RETURN_IF_ERROR(setup_expert_parallel(mc, mesh, &model));
+  std::optional<Pipeline> pipeline;  // under --pp: this rank's stage, with its own AdamW
+  if (mesh.shape().pp > 1) {
+    PipelineConfig pc = c.pipeline;
+    pc.stages = mesh.shape().pp;
+    KOI_ASSIGN_OR_RETURN(pipeline, Pipeline::create(&mesh.pp(), &model, pc, c.adam, rank_batch));
+    if (tp) pipeline->set_tensor_parallel(&*tp);
+  }
   // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
   std::optional<DistributedAdamW> opt;
-  if (c.zero_stage < 2) opt.emplace(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
+  if (c.zero_stage < 2 && !pipeline) opt.emplace(&data, c.adam, model.trainable_layout(), c.zero_stage);
   std::optional<AdamW> resumed;  // the checkpoint's optimizer state, for ZeRO-2/3
   {
     AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
     KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
     if (!ckpt_dir.empty() && opt) opt->load_full_state(opt_state);
-    if (!ckpt_dir.empty() && !opt) resumed.emplace(std::move(opt_state));
+    if (!ckpt_dir.empty() && pipeline) pipeline->load_full_state(opt_state);
+    if (!ckpt_dir.empty() && !opt && !pipeline) resumed.emplace(std::move(opt_state));
   }
   if (!ckpt_dir.empty() && rank == 0) {
     std::fprintf(stderr, "resuming from %s (step %lld, saved under %s, ZeRO-%d)\n", ckpt_dir.c_str(),
@@ -507,8 +591,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const std::string parallel =
         ranks == 1 && c.zero_stage < 2
             ? ""
-            : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(),
-                          c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "");
+            : fmt::format(" x {} ranks ({}){}{}", ranks, mesh.shape().to_string(),
+                          c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "",
+                          pipeline ? fmt::format(", {} schedule, {} micro-batches",
+                                                 pipeline_schedule_name(c.pipeline.schedule), c.pipeline.micro_batches)
+                                   : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
@@ -554,14 +641,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
     };
+    if (pipeline) return pipeline->with_full_state(write);
     return zero ? zero->with_full_state(write) : opt->with_full_state(write);
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, mesh.dp(), val_tokens, c, T, c.seed + 1));
+    Pipeline* stages = pipeline ? &*pipeline : nullptr;
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, stages, data, mesh.pp(), val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, mesh.dp(), train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, stages, data, mesh.pp(), train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
@@ -590,6 +679,14 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
+      if (pipeline) {
+        trace::Span span(trace, "pipeline schedule", "compute");
+        KOI_ASSIGN_OR_RETURN(const double part,
+                             pipeline->train_batch(inputs.data() + first, targets.data() + first, rank_batch, T,
+                                                   1.0f / static_cast<float>(B * T * c.grad_accum)));
+        loss += part;
+        continue;
+      }
       {
         trace::Span span(trace, "forward", "compute");
         loss += (model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) + model.aux_loss()) *
@@ -606,9 +703,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     if (zero) {
       trace::Span span(trace, "wait for gradient reductions", "collective");
       KOI_RETURN_IF_ERROR(zero->finish_backward());
-    } else {
+    } else if (!pipeline || data.size() > 1) {
       trace::Span span(trace, "allreduce grads", "collective");
-      KOI_RETURN_IF_ERROR(allreduce_grads(mesh.dp(), model.trainable_grads(), bucket_floats));
+      KOI_RETURN_IF_ERROR(allreduce_grads(data, model.trainable_grads(), bucket_floats));
     }
     {
       trace::Span span(trace, "allreduce loss and step times", "collective");
@@ -620,6 +717,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       trace::Span span(trace, "clip grad norm", "optimizer");
       if (zero) {
         KOI_ASSIGN_OR_RETURN(norm, zero->clip_grad_norm(c.grad_clip));
+      } else if (pipeline) {
+        KOI_ASSIGN_OR_RETURN(norm, pipeline->clip_grad_norm(c.grad_clip));
       } else if (tp) {
         KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
       } else {
@@ -629,10 +728,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const float lr = lr_at(c.schedule, state.step);
     {
       trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(zero ? zero->step(lr, &pool)
-                               : opt->step(model.trainable_params(), model.trainable_grads(), lr, &pool));
+      KOI_RETURN_IF_ERROR(zero       ? zero->step(lr, &pool)
+                          : pipeline ? pipeline->step(lr, &pool)
+                                     : opt->step(model.trainable_params(), model.trainable_grads(), lr, &pool));
     }
     ++state.step;
+    std::vector<double> stage_bubble;  // every stage's idle share of this step's schedules
+    if (pipeline) {
+      KOI_ASSIGN_OR_RETURN(stage_bubble, pipeline->bubble());
+    }
+    const std::string bubble_log = pipeline_log(stage_bubble, c.pipeline, step_metrics);
 
     const auto t_end = std::chrono::steady_clock::now();
     const double step_secs = std::chrono::duration<double>(t_end - t0).count();
@@ -653,9 +758,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.model_flops_per_second.set(flops_per_token * tok_s);
       step_metrics.mfu.set(peak_flops > 0.0 ? flops_per_token * tok_s / peak_flops : 0.0);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
-        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
+        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step%s | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
-                     format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
+                     bubble_log.c_str(), format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
         KOI_RETURN_IF_ERROR(write_file_atomic(metrics_prom, step_metrics.registry.render()));
       }
       char line[256];
@@ -664,6 +769,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
                     "\"step_ms\":%.3f",
                     static_cast<long long>(state.step), loss, lr, norm, tok_s, step_secs * 1e3);
       std::string json = line;
+      if (pipeline) json += pipeline_json(stage_bubble, c.pipeline);
       if (ranks > 1) {
         const std::vector<double> rank_ms(step_stats.begin() + 2, step_stats.end());
         json += ",\"rank_ms\":[";
