@@ -35,6 +35,13 @@ run "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/dp2pp2" --
 run "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/dp4"
 expect_close "$WORK/one" "$WORK/tp2pp2" 1e-5 "TP=2 x PP=2 (1F1B, 4 micro-batches) vs 1 process"
 expect_close "$WORK/one" "$WORK/dp2pp2" 1e-5 "DP=2 x PP=2 vs 1 process"
+# The gradient norm (clipping is active: it exceeds grad_clip 1.0) sums each stage's split
+# tensors over tp and the stages over pp: the same as one process's.
+norms() { sed -n 's/^{"step":\([0-9]*\),.*"grad_norm":\([0-9.]*\).*/\1 \2/p' "$1/metrics.jsonl"; }
+paste <(norms "$WORK/one") <(norms "$WORK/tp2pp2") |
+  awk '{ d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; if ($2 > 1) clipped = 1 }
+       END { printf "TP=2 x PP=2 grad norm vs 1 process: max diff %.2e (clipped: %d)\n", m, clipped; exit !(m <= 1e-5 && clipped && NR == 20) }' ||
+  { echo "FAIL: gradient norms differ"; exit 1; }
 grep -q '"layout":{"tensors":"full","mesh":"dp=1 tp=2 pp=2 ep=1","zero":0}' "$WORK/tp2pp2/ckpt-00000020/state.json" ||
   { echo "FAIL: state.json layout"; cat "$WORK/tp2pp2/ckpt-00000020/state.json"; exit 1; }
 # The evaluation's loss reaches rank 0 (stage 0, which has no head) from the last stage.
