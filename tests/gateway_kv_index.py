@@ -3,8 +3,8 @@ small KV cache: the gateway's exact index (GET /admin/kv_index) equals what each
 GET /kv/snapshot says after requests, after an eviction burst and after a replica is killed
 and restarted on its port (a new epoch: the gateway resyncs from the snapshot); a repeated
 prefix goes to the replica holding it, and the gateway's predicted hit tokens equal the
-cached_tokens the replicas report."""
-import json, re, time
+cached_tokens the replicas report, also for a chat request whose template renders its tools."""
+import json, os, re, time
 from gateway_harness import *
 
 BLOCK = 16
@@ -55,6 +55,46 @@ def complete_ids(gw, key, ids):
     return json.loads(text)["usage"]
 
 
+TOOLS_FIRST_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\nYou may call these tools:\n{% for tool in tools %}{{ tool | tojson }}\n"
+    "{% endfor %}<|im_end|>\n{% endif %}"
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+TOOLS = [{"type": "function", "function": {
+    "name": f"lookup_{i}", "description": "Looks up the weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    for i in range(2)]
+
+
+def chat_with_tools(url, key, question):
+    status, text, _ = call(url + "/v1/chat/completions",
+                           {"model": "stories", "messages": [{"role": "user", "content": question}],
+                            "tools": TOOLS, "max_tokens": 2, "temperature": 0}, key)
+    if status != 200:
+        fail(f"chat with tools at {url}: {status} {text}")
+    return json.loads(text)["usage"]
+
+
+def check_chat_with_tools(gw, key, r1, r2):
+    """The tools are rendered first, so two chats with the same tools share many blocks. The
+    first goes to r2 directly; the second, through the gateway, must be predicted to hit r2's
+    blocks of the tools (the prediction tokenizes messages AND tools), routed there and hit
+    exactly as predicted. Without the tools the prediction matches nothing and r1 is picked by
+    load."""
+    first = chat_with_tools(r2.url, None, "What is the weather in Paris today?")
+    wait_index_equals_snapshots(gw, [r1, r2], "after a chat with tools straight to r2")
+    before = hit_metrics(gw)
+    usage = chat_with_tools(gw.url, key, "Is it raining in Rome tomorrow?")
+    after = hit_metrics(gw)
+    predicted, actual = after["predicted"] - before["predicted"], after["actual"] - before["actual"]
+    check(first["prompt_tokens"] > 8 * BLOCK and actual >= 6 * BLOCK and predicted == actual
+          and usage["prompt_tokens_details"]["cached_tokens"] == actual,
+          f"a chat with tools is predicted as it hits: predicted {predicted}, actual {actual} tokens of "
+          f"{usage['prompt_tokens']}")
+    wait_index_equals_snapshots(gw, [r1, r2], "after a chat with tools through the gateway")
+
+
 def hit_metrics(gw):
     _, text, _ = call(gw.url + "/metrics")
     sums = {"predicted": 0.0, "actual": 0.0}
@@ -66,7 +106,11 @@ def hit_metrics(gw):
 env = Env()
 try:
     # 1 MiB of KV is 51 blocks of 16 tokens for stories260K (20 KiB a block): evictions come fast.
-    extra = ("--kv-events", "--kv-cache-memory", "1MiB")
+    # The chat template writes the request's tools before the messages (as Qwen's and Hermes' do).
+    template = os.path.join(env.dir, "tools_first.jinja")
+    with open(template, "w") as f:
+        f.write(TOOLS_FIRST_TEMPLATE)
+    extra = ("--kv-events", "--kv-cache-memory", "1MiB", "--chat-template", template)
     r1, r2 = env.replica("r1", extra=extra), env.replica("r2", extra=extra)
     text = config({"v1": (100, [r1.url, r2.url])}, os.path.join(env.dir, "ledger.db"),
                   extra="routing: {policy: round_robin, kv_events_poll_ms: 10, cache_threshold: 0.5}\n")
@@ -99,25 +143,28 @@ try:
         wait_index_equals_snapshots(gw, [r1, r2], f"after text prompt {i}")
     cached = json.loads(body)["usage"]["prompt_tokens_details"]["cached_tokens"]
     check(cached >= 2 * BLOCK, f"the repeated text prefix hit the replica holding it ({cached} tokens)")
+    check_chat_with_tools(gw, key, r1, r2)
     sums = hit_metrics(gw)
     check(sums["predicted"] == sums["actual"] and sums["actual"] >= 3 * 6 * BLOCK + 2 * BLOCK,
           f"predicted hit tokens equal the replicas' cached_tokens when the index is in step ({sums})")
 
     # An eviction burst: 24 distinct 5-block prompts through the gateway, 4 at a time (the
-    # gateway spreads them by load), and 12 more straight to r2 at the same time, through
-    # 2 x 51 blocks.
+    # gateway spreads them by load, not necessarily evenly), and 12 more straight to each
+    # replica at the same time (12 x 6 blocks > 51 each, so both evict), through 2 x 51 blocks.
     import concurrent.futures
 
-    def straight_to_r2(i):
-        status, body, _ = call(r2.url + "/v1/completions",
-                               {"model": "stories", "prompt": tokens(200 + i, 5 * BLOCK + 3), "max_tokens": 2})
-        if status != 200:
-            fail(f"r2: {status} {body}")
+    def straight_to(r, name, first):
+        for i in range(12):
+            status, body, _ = call(r.url + "/v1/completions",
+                                   {"model": "stories", "prompt": tokens(first + i, 5 * BLOCK + 3), "max_tokens": 2})
+            if status != 200:
+                fail(f"{name}: {status} {body}")
 
-    with concurrent.futures.ThreadPoolExecutor(5) as pool:
-        direct = pool.submit(lambda: [straight_to_r2(i) for i in range(12)])
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        direct = [pool.submit(straight_to, r1, "r1", 300), pool.submit(straight_to, r2, "r2", 200)]
         list(pool.map(lambda i: complete_ids(gw, key, tokens(100 + i, 5 * BLOCK + 3)), range(24)))
-        direct.result()
+        for d in direct:
+            d.result()
     removed = sum(1 for r in (r1, r2) if snapshot(r)["last"] > len(snapshot(r)["hashes"]))
     check(removed == 2, "both replicas evicted blocks (more events than blocks held)")
     wait_index_equals_snapshots(gw, [r1, r2], "after the eviction burst")

@@ -50,6 +50,32 @@ def prompts():
     return out
 
 
+def check_long_poll(ev, last):
+    """GET /kv/events?after=LAST&wait_ms=M holds the request until the engine publishes an event
+    after LAST (then answers with it), or answers with no events after M ms."""
+    status, text, _ = call(ev.url + f"/kv/events?after={last}&wait_ms=300")
+    body = json.loads(text) if status == 200 else {}
+    check(status == 200 and body["events"] == [] and body["last"] == last,
+          f"a long poll with nothing new answers an empty list after wait_ms ({status} {text[:200]})")
+    held = {}
+    t = threading.Thread(target=lambda: held.update(
+        zip(("status", "text"), call(ev.url + f"/kv/events?after={last}&wait_ms=60000", timeout=90)[:2])))
+    t.start()
+    time.sleep(0.5)
+    check(t.is_alive(), "the long poll is held while the engine publishes nothing")
+    complete(ev.url, "Tom had a small dog named Max. " * 6)  # new full blocks: stored events
+    t.join(timeout=30)
+    check(not t.is_alive(), "the held long poll returns once the completion publishes events (not after 60 s)")
+    got = json.loads(held["text"]) if held.get("status") == 200 else {}
+    stored = [e for e in got.get("events", []) if e["type"] == "stored"]
+    check(stored and got["events"][0]["seq"] == last + 1,
+          f"the held long poll answers with the new events from {last + 1} ({held.get('status')} {str(got)[:200]})")
+    check(call(ev.url + "/kv/events?after=0&wait_ms=x")[0] == 400, "a bad ?wait_ms= is a 400")
+    status, text, _ = call(ev.url + "/kv/events?after=0&wait_ms=60001")
+    check(status == 400 and "at most 60000" in text, f"wait_ms over 60000 is a 400 that says the limit ({text[:200]})")
+    check(call(ev.url + "/kv/events?after=0&wait=5")[0] == 400, "an unknown parameter is a 400")
+
+
 def main():
     env = Env()
     try:
@@ -162,6 +188,7 @@ def main():
         check(snap["last"] == len(events) and set(snap["hashes"]) == {e["hash"] for e in stored}, "/kv/snapshot matches the events")
         check(json.loads(call(ev.url + f"/kv/events?after={len(events)}")[1])["events"] == [], "nothing after the last event")
         check(call(ev.url + "/kv/events?after=x")[0] == 400, "a bad ?after= is a 400")
+        check_long_poll(ev, len(events))
         print("PASS")
     finally:
         env.close()

@@ -35,14 +35,14 @@ check_bytes() {  # RUN EXPECTED WHAT
 }
 check_bytes "$WORK/z2" $((8 * P + 40)) "ZeRO-2 (reduce-scatter + allgather of $P params)"
 check_bytes "$WORK/z3" $((12 * P + 40)) "ZeRO-3 (2 allgathers + reduce-scatter of $P params)"
-grep -q '"layout":"dp=2 zero=3"' "$WORK/z3/ckpt-00000020/state.json" ||
+grep -q '"layout":{"tensors":"full","mesh":"dp=2 tp=1 pp=1 ep=1","zero":3}' "$WORK/z3/ckpt-00000020/state.json" ||
   { echo "FAIL: the checkpoint does not record its layout"; cat "$WORK/z3/ckpt-00000020/state.json"; exit 1; }
 
 # A ZeRO-3 checkpoint of 2 ranks continues on 1 process.
 mkdir "$WORK/three_to_one"
 cp -r "$WORK/z3/ckpt-00000010" "$WORK/three_to_one/"
 "$KOI" train --config "$RECIPE" --out "$WORK/three_to_one" --resume > "$WORK/resume.txt" 2>&1
-grep -q "resuming from .*ckpt-00000010 (step 10, written by dp=2 zero=3)" "$WORK/resume.txt" ||
+grep -q "resuming from .*ckpt-00000010 (step 10, saved under dp=2 tp=1 pp=1 ep=1, ZeRO-3)" "$WORK/resume.txt" ||
   { echo "FAIL: resume did not name the layout"; cat "$WORK/resume.txt"; exit 1; }
 expect_close "$WORK/one" "$WORK/three_to_one" 1e-5 "ZeRO-3 2-rank checkpoint resumed on 1 process"
 

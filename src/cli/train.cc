@@ -1,6 +1,7 @@
 // koi train: train a model from a YAML recipe (train/trainer.h); SIGTERM or Ctrl-C writes a
 // checkpoint and stops, --resume continues from the newest complete one. Under
-// `mpirun -np N` the ranks train data parallel (train/collectives.h); with --nproc N or
+// `mpirun -np N` the ranks train data parallel (train/collectives.h), or on a device mesh with
+// --dp/--tp (train/mesh.h, train/tensor_parallel.h); with --nproc N or
 // --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
 // --lora-rank R trains LoRA adapters of the recipe's model.init_from only.
 // koi train export: a checkpoint of a run to a GGUF file (or with --format hf a Hugging Face
@@ -37,6 +38,7 @@ struct TrainOptions {
   std::optional<int> zero;
   bool no_overlap = false;
   std::optional<double> bucket_mb;
+  train::MeshShape mesh;
   std::optional<float> moe_aux_loss_coef;
   double collective_timeout = 60.0;
   std::optional<int> nproc;
@@ -70,6 +72,7 @@ int run_train(const TrainOptions& o) {
   if (o.zero) config->zero_stage = *o.zero;
   if (o.no_overlap) config->overlap = false;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
+  config->mesh = o.mesh;
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
   if (o.lora_rank) {
     if (config->init_from.empty()) return fail("--lora-rank needs a recipe with model.init_from (the model to adapt)");
@@ -124,6 +127,14 @@ Runner setup_train(CLI::App* app) {
       ->check(CLI::IsMember({0, 1, 2, 3}));
   app->add_flag("--no-overlap", o->no_overlap,
                 "ZeRO-2/3: wait for each collective at once instead of overlapping it with compute (for comparison)");
+  app->add_option("--dp", o->mesh.dp,
+                  "data-parallel ranks of the device mesh (default: the ranks left by tp x pp x ep; the product of "
+                  "--dp --tp --pp --ep is the mpirun rank count)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--tp", o->mesh.tp, "tensor-parallel ranks: every layer split over them (Megatron-LM; default 1)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--pp", o->mesh.pp, "pipeline-parallel stages (default 1)")->check(CLI::PositiveNumber);
+  app->add_option("--ep", o->mesh.ep, "expert-parallel ranks (default 1)")->check(CLI::PositiveNumber);
   app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
       ->check(CLI::PositiveNumber);
   app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,

@@ -189,6 +189,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
   StepStats step = batch_composition(plan);
 
   build_batch(plan);
+  plan_exports(plan);
   const size_t n_vocab = static_cast<size_t>(runner_.n_vocab());
   logits_.resize(batch_.logit_indices.size() * n_vocab);
   KOI_RETURN_IF_ERROR(runner_.forward(batch_, logits_.data()));

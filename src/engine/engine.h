@@ -176,8 +176,13 @@ class Engine {
   void commit_import(Import& import);
   void fall_back(Import& import, const std::string& why);
   bool abort_import(const std::string& request_id);
+  // Before the forward pass: which blocks each exporting request's chunk completes, and the
+  // batch's layer hook that sends them layer by layer (export_layer) while the pass runs.
+  void plan_exports(const SchedulerOutput& plan);
+  void export_layer(int layer);
+  // After it: the layers a runner without the hook did not send, then the first tokens.
   void export_kv(const SchedulerOutput& plan, const std::vector<std::vector<SampledToken>>& new_tokens);
-  void copy_block(const Request& r, int block_idx, KvExport& ticket);
+  void copy_layer(const Request& r, int block_idx, int layer, KvExport& ticket);
   void drop_finished_exports();
 
   void build_batch(const SchedulerOutput& plan);
@@ -201,6 +206,15 @@ class Engine {
   std::vector<float> logits_;
   std::unordered_map<std::string, Import> imports_;                      // decode side
   std::unordered_map<std::string, std::shared_ptr<KvExport>> exports_;   // prefill side
+  // This step's blocks [first_block, end_block) of one exporting request, sent layer by layer.
+  struct LayerExport {
+    const Request* request = nullptr;
+    KvExport* ticket = nullptr;
+    int first_block = 0;
+    int end_block = 0;
+    int layers_sent = 0;
+  };
+  std::vector<LayerExport> step_exports_;  // set by plan_exports for one step
   std::vector<RequestOutput> pending_;  // first tokens of committed imports, aborted imports
   std::vector<KvEvent> kv_events_;
   EngineStats counters_;

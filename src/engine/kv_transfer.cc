@@ -95,6 +95,7 @@ void KvImport::reserve(std::vector<int32_t> block_ids, int num_cached_tokens, mo
     std::lock_guard lock(mu_);
     if (state_ != State::kWaiting) return;
     layers_done_.assign(block_ids.size(), 0);
+    layer_written_.assign(block_ids.size() * static_cast<size_t>(memory->shape().n_layers), false);
     block_ids_ = std::move(block_ids);
     num_cached_tokens_ = num_cached_tokens;
     memory_ = memory;
@@ -123,7 +124,9 @@ bool KvImport::write_block(int block_idx, int layer, std::span<const std::byte> 
   const int64_t slot = int64_t{block_ids_[block_idx]} * shape.block_size;
   std::memcpy(memory_->k(layer, slot), k.data(), bytes);
   std::memcpy(memory_->v(layer, slot), v.data(), bytes);
-  ++layers_done_[block_idx];
+  const size_t written = static_cast<size_t>(block_idx) * static_cast<size_t>(n_layers_) + static_cast<size_t>(layer);
+  if (!layer_written_[written]) ++layers_done_[block_idx];
+  layer_written_[written] = true;
   return true;
 }
 

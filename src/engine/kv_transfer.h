@@ -13,11 +13,15 @@
 // for ordinary local prefill. Either way the reserved blocks are released exactly once.
 //
 // Prefill side: a request submitted with a KvExport runs like any other (with max_tokens 1).
-// After each forward pass the engine copies the blocks that became complete into the export
-// (all layers of a block, in block order, skipping the first skip_blocks the decoder already
-// holds) and, in the step that samples, the rest of the prompt's blocks, the first token and
-// the sampler state. A cancelled export (the decoder went away) is only skipped; the transfer
-// thread aborts the request, which frees its blocks.
+// In each forward pass, the moment layer L's K and V are in the cache (the model's
+// ForwardBatch::on_layer_kv_written), the engine copies layer L of the blocks this pass
+// completes into the export, so the transfer thread sends layer 0 while later layers compute.
+// The blocks a pass completes are those it fills (skipping the first skip_blocks the decoder
+// already holds) and, in the pass that ends the prompt, the last partial one. After the pass,
+// in the step that samples, come the first token and the sampler state. A runner that does not
+// call the layer hook gets the same items after its forward pass. A cancelled export (the
+// decoder went away) is only skipped; the transfer thread aborts the request, which frees its
+// blocks.
 //
 // Thread-safety: every method of KvImport and KvExport is thread-safe; the engine thread and
 // one transfer thread share each object through shared_ptr.
@@ -86,7 +90,8 @@ class KvImport {
     int num_cached_tokens = 0;
   };
   std::optional<Reservation> wait_reserved();
-  // Transfer thread: writes one layer of block `block_idx` (in the request's block table).
+  // Transfer thread: writes one layer of block `block_idx` (in the request's block table), in
+  // any order; writing a layer twice overwrites it (a prefill step that is retried resends it).
   // Returns false, writing nothing, once the import is cancelled, failed or complete, or for
   // an index or size outside the reservation.
   // k and v are the stored bytes (KvLayout::block_bytes() each).
@@ -110,7 +115,8 @@ class KvImport {
   std::condition_variable cv_;
   State state_ = State::kWaiting;     // guarded by mu_
   std::vector<int32_t> block_ids_;    // guarded by mu_
-  std::vector<int> layers_done_;      // guarded by mu_: per block
+  std::vector<int> layers_done_;      // guarded by mu_: per block, distinct layers written
+  std::vector<bool> layer_written_;   // guarded by mu_: [block * n_layers_ + layer]
   int num_cached_tokens_ = 0;         // guarded by mu_
   model::KvCache* memory_ = nullptr;  // guarded by mu_
   int n_layers_ = 0;                  // guarded by mu_
@@ -122,10 +128,11 @@ class KvImport {
 // The prefill side's end of one transfer.
 class KvExport {
  public:
-  // One block: K then V for each layer in order, layout.block_bytes() bytes each (the cache's
-  // stored bytes: no conversion on either side).
+  // One layer of one block: K then V, layout.block_bytes() bytes each (the cache's stored
+  // bytes: no conversion on either side). One BLOCK frame on the wire.
   struct Block {
     int block_idx = 0;
+    int layer = 0;
     std::vector<std::byte> data;
   };
   struct Item {
@@ -142,7 +149,7 @@ class KvExport {
   void push_block(Block block);
   void finish(PrefillResult result);
   void fail(Status error);
-  int next_block = 0;  // engine thread only: the next block index to copy
+  int next_block = 0;  // engine thread only: the first block index not yet copied whole
 
   // Transfer thread: the next item, waiting up to timeout_ms; nullopt on timeout.
   std::optional<Item> next(int timeout_ms);

@@ -96,39 +96,62 @@ bool Engine::abort_import(const std::string& request_id) {
   return true;
 }
 
-void Engine::export_kv(const SchedulerOutput& plan, const std::vector<std::vector<SampledToken>>& new_tokens) {
+void Engine::plan_exports(const SchedulerOutput& plan) {
+  step_exports_.clear();
+  batch_.on_layer_kv_written = nullptr;
   if (exports_.empty()) return;
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const Request& r = *plan.scheduled[i].request;
+  for (const ScheduledRequest& s : plan.scheduled) {
+    const Request& r = *s.request;
     auto it = exports_.find(r.id);
     if (it == exports_.end() || it->second->cancelled()) continue;
     KvExport& ticket = *it->second;
-    const bool sampled = !new_tokens[i].empty();
-    const int computed = r.num_computed_tokens + plan.scheduled[i].num_tokens;
-    const int ready = sampled ? kv_.blocks_for_tokens(r.num_prompt_tokens) : computed / kv_.block_size();
+    // The pass that reaches the end of the prompt also completes its last, partial block.
+    const int computed = r.num_computed_tokens + s.num_tokens;
+    const int ready = computed >= r.num_prompt_tokens ? kv_.blocks_for_tokens(r.num_prompt_tokens)
+                                                      : computed / kv_.block_size();
     ticket.next_block = std::max(ticket.next_block, ticket.skip_blocks());
-    for (; ticket.next_block < ready; ++ticket.next_block) copy_block(r, ticket.next_block, ticket);
-    if (sampled) {
-      ticket.finish({new_tokens[i].front(), r.rng.state()});
-      ++counters_.num_kv_exports;
+    if (ticket.next_block < ready) step_exports_.push_back({&r, &ticket, ticket.next_block, ready, 0});
+  }
+  if (!step_exports_.empty()) batch_.on_layer_kv_written = [this](int layer) { export_layer(layer); };
+}
+
+void Engine::export_layer(int layer) {
+  for (LayerExport& e : step_exports_) {
+    if (e.layers_sent != layer) continue;  // in layer order, each layer once
+    for (int block_idx = e.first_block; block_idx < e.end_block; ++block_idx) {
+      copy_layer(*e.request, block_idx, layer, *e.ticket);
     }
+    ++e.layers_sent;
   }
 }
 
-void Engine::copy_block(const Request& r, int block_idx, KvExport& ticket) {
+void Engine::export_kv(const SchedulerOutput& plan, const std::vector<std::vector<SampledToken>>& new_tokens) {
+  if (exports_.empty()) return;
+  batch_.on_layer_kv_written = nullptr;
+  for (LayerExport& e : step_exports_) {
+    while (e.layers_sent < runner_.kv_memory()->shape().n_layers) export_layer(e.layers_sent);
+    e.ticket->next_block = e.end_block;
+  }
+  step_exports_.clear();
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    auto it = exports_.find(plan.scheduled[i].request->id);
+    if (it == exports_.end() || it->second->cancelled() || new_tokens[i].empty()) continue;
+    it->second->finish({new_tokens[i].front(), plan.scheduled[i].request->rng.state()});
+    ++counters_.num_kv_exports;
+  }
+}
+
+void Engine::copy_layer(const Request& r, int block_idx, int layer, KvExport& ticket) {
   model::KvCache& memory = *runner_.kv_memory();
   const model::KvCacheShape& shape = memory.shape();
   const size_t bytes = static_cast<size_t>(shape.block_size * shape.slot_bytes());
   const int64_t slot = int64_t{kv_.block_table(r)[block_idx]} * shape.block_size;
   KvExport::Block block;
   block.block_idx = block_idx;
-  block.data.resize(2 * bytes * static_cast<size_t>(shape.n_layers));
-  std::byte* out = block.data.data();
-  for (int layer = 0; layer < shape.n_layers; ++layer) {
-    std::memcpy(out, memory.k(layer, slot), bytes);
-    std::memcpy(out + bytes, memory.v(layer, slot), bytes);
-    out += 2 * bytes;
-  }
+  block.layer = layer;
+  block.data.resize(2 * bytes);
+  std::memcpy(block.data.data(), memory.k(layer, slot), bytes);
+  std::memcpy(block.data.data() + bytes, memory.v(layer, slot), bytes);
   ticket.push_block(std::move(block));
 }
 

@@ -5,6 +5,7 @@
 // The bytes move in-process here; tests/pd_disagg.py moves them over TCP between processes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,19 +30,81 @@ Ids prompt_of(int len, int32_t salt) {
   return p;
 }
 
-// One engine over one model instance (its own KV memory), with its own fake clock.
+// The real runner seen from outside: the forward pass runs unchanged, and at each call of the
+// batch's layer hook this records the layer, the frames the engine queued in `watched` by then
+// (drained from it) and, for the layer after, the K bytes of the pass's first block (to show
+// that layer had not been computed yet). call_hook false: a runner that never calls the hook.
+class LayerWatchRunner final : public ModelRunner {
+ public:
+  struct Hook {
+    int layer = 0;
+    std::vector<KvExport::Block> queued;
+    std::vector<int32_t> block_ids;         // physical id of each queued block
+    std::vector<std::byte> next_layer_k;    // the first one's K in layer + 1 at this moment
+  };
+  LayerWatchRunner(ModelRunner& inner, bool call_hook) : inner_(inner), call_hook_(call_hook) {}
+  int n_vocab() const override { return inner_.n_vocab(); }
+  int max_context() const override { return inner_.max_context(); }
+  model::KvCache* kv_memory() override { return inner_.kv_memory(); }
+  Status forward(const model::ForwardBatch& batch, float* logits) override {
+    model::ForwardBatch seen = batch;
+    seen.on_layer_kv_written = nullptr;
+    if (call_hook_ && batch.on_layer_kv_written) {
+      seen.on_layer_kv_written = [&](int layer) {
+        batch.on_layer_kv_written(layer);
+        hooks.push_back(observe(batch, layer));
+      };
+    }
+    ++num_forwards;
+    return inner_.forward(seen, logits);
+  }
+
+  KvExport* watched = nullptr;
+  std::vector<Hook> hooks;
+  int num_forwards = 0;
+
+ private:
+  Hook observe(const model::ForwardBatch& batch, int layer) {
+    Hook h;
+    h.layer = layer;
+    while (watched) {
+      std::optional<KvExport::Item> item = watched->next(0);
+      if (!item) break;
+      EXPECT_TRUE(item->block.has_value());
+      if (item->block) h.queued.push_back(std::move(*item->block));
+    }
+    model::KvCache& memory = *kv_memory();
+    for (const KvExport::Block& b : h.queued) h.block_ids.push_back(batch.sequences[0].block_table[b.block_idx]);
+    if (h.queued.empty() || layer + 1 >= memory.shape().n_layers) return h;
+    const std::byte* k = memory.k(layer + 1, int64_t{h.block_ids.front()} * memory.shape().block_size);
+    h.next_layer_k.assign(k, k + memory.shape().block_size * memory.shape().slot_bytes());
+    return h;
+  }
+  ModelRunner& inner_;
+  const bool call_hook_;
+};
+
+EngineConfig node_config(int budget) {
+  EngineConfig c;
+  c.block_size = kBlockSize;
+  c.num_kv_blocks = kBlocks;
+  c.max_num_batched_tokens = budget;
+  c.max_num_seqs = 16;
+  return c;
+}
+
+// One engine over one model instance (its own KV memory), with its own fake clock; with
+// `watch`, the engine runs the model through a LayerWatchRunner.
 struct Node {
-  Node(model::LlamaModel& model, int budget, DType kv_dtype = DType::kF32)
-      : runner(model, kBlocks, kBlockSize, 1, kv_dtype) {
-    EngineConfig c;
-    c.block_size = kBlockSize;
-    c.num_kv_blocks = kBlocks;
-    c.max_num_batched_tokens = budget;
-    c.max_num_seqs = 16;
-    engine = std::make_unique<Engine>(c, runner, clock);
+  Node(model::LlamaModel& model, int budget, DType kv_dtype = DType::kF32, bool watch_layers = false,
+       bool call_hook = true)
+      : runner(model, kBlocks, kBlockSize, 1, kv_dtype), watch(runner, call_hook) {
+    engine = std::make_unique<Engine>(node_config(budget), watch_layers ? static_cast<ModelRunner&>(watch) : runner,
+                                      clock);
   }
   FakeClock clock;
   LlamaRunner runner;
+  LayerWatchRunner watch;
   std::unique_ptr<Engine> engine;
 };
 
@@ -61,31 +124,39 @@ std::map<std::string, Ids> drain(Engine& engine, std::map<std::string, Ids> toke
 struct Transfer {
   std::shared_ptr<KvImport> import;
   std::shared_ptr<KvExport> export_ticket;
-  int blocks_sent = 0;
+  int frames_sent = 0;
+  std::map<int, int> layers_arrived;  // per block index
 };
 
-// Moves everything the export has produced so far into the import. After `max_blocks`
-// blocks the transfer is dead (the prefill worker went away): nothing more crosses.
-void pump(Transfer& t, const KvLayout& layout, int max_blocks) {
+// Moves everything the export has produced so far into the import. After `max_frames`
+// frames (one layer of one block each) the transfer is dead (the prefill worker went away):
+// nothing more crosses.
+void pump(Transfer& t, int max_frames) {
   while (auto item = t.export_ticket->next(0)) {
-    if (t.blocks_sent >= max_blocks) return;
+    if (t.frames_sent >= max_frames) return;
     if (item->block) {
-      ++t.blocks_sent;
-      const size_t bytes = static_cast<size_t>(layout.block_bytes());
-      for (int layer = 0; layer < layout.n_layers; ++layer) {
-        const std::byte* k = item->block->data.data() + 2 * bytes * static_cast<size_t>(layer);
-        EXPECT_TRUE(t.import->write_block(item->block->block_idx, layer, {k, bytes}, {k + bytes, bytes}));
-      }
+      ++t.frames_sent;
+      ++t.layers_arrived[item->block->block_idx];
+      const size_t bytes = item->block->data.size() / 2;
+      const std::byte* k = item->block->data.data();
+      EXPECT_TRUE(t.import->write_block(item->block->block_idx, item->block->layer, {k, bytes}, {k + bytes, bytes}));
     } else if (item->done) {
       t.import->complete(*item->done);
     }
   }
 }
 
+// Leading blocks of a transfer whose every layer arrived (after `skip` the decoder held).
+int whole_blocks(const Transfer& t, int skip, int n_layers) {
+  int n = skip;
+  while (t.layers_arrived.contains(n) && t.layers_arrived.at(n) == n_layers) ++n;
+  return n;
+}
+
 // Submits every spec to the decode engine with an import, then prefills each on the prefill
 // engine (all at once) and pumps the KV across, at most max_blocks blocks per request.
 std::map<std::string, Ids> disaggregated(Node& prefill, Node& decode, const std::vector<RequestSpec>& specs,
-                                         int max_blocks = 1 << 30) {
+                                         int max_frames = 1 << 30, std::vector<Transfer>* out = nullptr) {
   std::vector<Transfer> transfers;
   for (const RequestSpec& s : specs) {
     RequestSpec d = s;
@@ -98,16 +169,16 @@ std::map<std::string, Ids> disaggregated(Node& prefill, Node& decode, const std:
     p.params.max_tokens = 1;
     p.kv_export = std::make_shared<KvExport>(reservation ? reservation->num_cached_tokens / kBlockSize : 0);
     EXPECT_TRUE(prefill.engine->add_request(p).ok());
-    transfers.push_back({d.kv_import, p.kv_export, 0});
+    transfers.push_back({d.kv_import, p.kv_export, 0, {}});
   }
-  const KvLayout layout = decode.engine->kv_layout();
   while (prefill.engine->has_unfinished()) {
     EXPECT_TRUE(prefill.engine->step().ok());
-    for (Transfer& t : transfers) pump(t, layout, max_blocks);
+    for (Transfer& t : transfers) pump(t, max_frames);
   }
   for (Transfer& t : transfers) {
     if (t.import->state() == KvImport::State::kReserved) t.import->fail("the prefill worker went away");
   }
+  if (out) *out = transfers;
   return drain(*decode.engine);
 }
 
@@ -196,16 +267,14 @@ TEST(RemotePrefillTest, PrefixCacheHitsOnEitherSideKeepTheOutputAndSkipCachedBlo
         ++sent;
         EXPECT_GE(item->block->block_idx, 10);
         const size_t bytes = static_cast<size_t>(decode.engine->kv_layout().block_bytes());
-        for (int layer = 0; layer < decode.engine->kv_layout().n_layers; ++layer) {
-          const std::byte* k = item->block->data.data() + 2 * bytes * static_cast<size_t>(layer);
-          ASSERT_TRUE(import->write_block(item->block->block_idx, layer, {k, bytes}, {k + bytes, bytes}));
-        }
+        const std::byte* k = item->block->data.data();
+        ASSERT_TRUE(import->write_block(item->block->block_idx, item->block->layer, {k, bytes}, {k + bytes, bytes}));
       } else if (item->done) {
         import->complete(*item->done);
       }
     }
   }
-  EXPECT_EQ(sent, 2);
+  EXPECT_EQ(sent, 2 * decode.engine->kv_layout().n_layers);  // two blocks, one frame per layer
   EXPECT_EQ(drain(*decode.engine)["b"], expected);
 
   // Now the prefill side holds the prefix (from "p") and the decode side is cold.
@@ -223,13 +292,26 @@ TEST(RemotePrefillTest, TransferThatDiesHalfWayFallsBackToLocalPrefillWithTheSam
 
   Node prefill(*model, 64);
   Node decode(*model, 2048);
-  const std::map<std::string, Ids> got = disaggregated(prefill, decode, crowd(), /*max_blocks=*/2);
+  // Twelve frames: at most two whole blocks of stories260K's five layers, and the start of a
+  // third pass's layers.
+  std::vector<Transfer> transfers;
+  const std::map<std::string, Ids> got = disaggregated(prefill, decode, crowd(), /*max_frames=*/12, &transfers);
   for (const RequestSpec& s : crowd()) EXPECT_EQ(got.at(s.id), expected.at(s.id)) << s.id;
-  // "short" has one block, which crosses whole with its first token; the rest fall back.
+  // "short" has one block, which crosses whole (5 frames) with its first token; the rest fall back.
   EXPECT_EQ(decode.engine->stats().num_kv_fallbacks, 5);
   EXPECT_EQ(decode.engine->stats().kv_usage, 0.0);
-  // The two blocks that arrived were kept as prefix-cache entries for the local prefill.
-  EXPECT_EQ(decode.engine->stats().prefix_cache_hit_tokens, 5 * 2 * kBlockSize);
+  // The leading blocks whose every layer arrived were kept as prefix-cache entries for the
+  // local prefill; a block with only some layers was not.
+  int whole_tokens = 0, partial = 0;
+  for (size_t i = 0; i + 1 < transfers.size(); ++i) {
+    const int full_blocks = static_cast<int>(crowd()[i].prompt.size()) / kBlockSize;
+    const int whole = std::min(whole_blocks(transfers[i], 0, 5), full_blocks);
+    whole_tokens += whole * kBlockSize;
+    partial += static_cast<int>(transfers[i].layers_arrived.size()) - whole;
+  }
+  EXPECT_GT(whole_tokens, 0);
+  EXPECT_GT(partial, 0);
+  EXPECT_EQ(decode.engine->stats().prefix_cache_hit_tokens, whole_tokens);
 }
 
 TEST(RemotePrefillTest, ExpiredLeaseReleasesTheBlocksAndPrefillsLocally) {
@@ -303,6 +385,84 @@ TEST(RemotePrefillTest, HandshakeRefusesAMismatchedPeerNamingTheField) {
   EXPECT_EQ(check_compatible(a, b).message(),
             "incompatible KV transfer peer: the KV dtype is f32 on the prefill worker but q8_0 on the decode worker; "
             "pass the same --kv-dtype to both workers");
+}
+
+// The "pushes each layer's KV blocks as they are produced": on stories260K, a 100-token
+// prompt prefilled in chunks of 64 tokens. In each pass the layer hook fires once per layer, in
+// order; when layer L's hook returns, layer L of every block the pass completes is already
+// queued for the transfer thread (with the bytes the cache ends the pass with), while layer
+// L + 1 of those blocks has not been computed yet. Nothing else is queued after the pass but
+// the first token.
+TEST(RemotePrefillTest, EachLayersBlocksAreQueuedWhileLaterLayersAreStillComputing) {
+  auto model = test_util::load_stories260k();
+  const int n_layers = model->config().n_layers;
+  Node prefill(*model, 64, DType::kF32, /*watch_layers=*/true);
+  auto export_ticket = std::make_shared<KvExport>(0);
+  prefill.watch.watched = export_ticket.get();
+  RequestSpec p{"p", prompt_of(100, 4), greedy(1)};
+  p.kv_export = export_ticket;
+  ASSERT_TRUE(prefill.engine->add_request(p).ok());
+  const model::KvCache& memory = prefill.runner.kv_cache();
+  const size_t bytes = static_cast<size_t>(memory.shape().block_size * memory.shape().slot_bytes());
+
+  // Pass 1: tokens 0..63 fill blocks 0..3; pass 2: tokens 64..99 fill blocks 4..5 and the
+  // partial block 6, and sample.
+  const std::vector<std::pair<int, int>> passes = {{0, 4}, {4, 7}};
+  for (const auto& [first_block, end_block] : passes) {
+    prefill.watch.hooks.clear();
+    ASSERT_TRUE(prefill.engine->step().ok());
+    ASSERT_EQ(static_cast<int>(prefill.watch.hooks.size()), n_layers);
+    for (int layer = 0; layer < n_layers; ++layer) {
+      const LayerWatchRunner::Hook& h = prefill.watch.hooks[static_cast<size_t>(layer)];
+      EXPECT_EQ(h.layer, layer);
+      ASSERT_EQ(static_cast<int>(h.queued.size()), end_block - first_block) << "layer " << layer;
+      for (int i = 0; i < end_block - first_block; ++i) {
+        const KvExport::Block& b = h.queued[static_cast<size_t>(i)];
+        EXPECT_EQ(b.block_idx, first_block + i);
+        EXPECT_EQ(b.layer, layer);
+      }
+      if (layer + 1 < n_layers) {
+        const std::byte* k_after = memory.k(layer + 1, int64_t{h.block_ids.front()} * kBlockSize);
+        EXPECT_NE(std::memcmp(h.next_layer_k.data(), k_after, bytes), 0)
+            << "layer " << layer + 1 << " was already written when layer " << layer << " was queued";
+      }
+    }
+    // The queued bytes are what the cache holds once the pass is over (a finished request's
+    // blocks keep their content; nothing else runs here).
+    for (const LayerWatchRunner::Hook& h : prefill.watch.hooks) {
+      for (size_t i = 0; i < h.queued.size(); ++i) {
+        const KvExport::Block& b = h.queued[i];
+        const int64_t slot = int64_t{h.block_ids[i]} * kBlockSize;
+        ASSERT_EQ(b.data.size(), 2 * bytes);
+        EXPECT_EQ(std::memcmp(b.data.data(), memory.k(b.layer, slot), bytes), 0) << "K " << b.block_idx;
+        EXPECT_EQ(std::memcmp(b.data.data() + bytes, memory.v(b.layer, slot), bytes), 0) << "V " << b.block_idx;
+      }
+    }
+  }
+  // After the passes: only DONE (the transfer thread stops reading there).
+  std::optional<KvExport::Item> last = export_ticket->next(0);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(last->done.has_value());
+  EXPECT_FALSE(last->block.has_value());
+  EXPECT_EQ(prefill.watch.num_forwards, 2);
+}
+
+// A runner that never calls the layer hook (a GPU runner, a test runner) still exports every
+// layer of every block, after each forward pass, and the decode engine's output is one engine's.
+TEST(RemotePrefillTest, RunnerWithoutTheLayerHookStillSendsEveryLayerAfterThePass) {
+  auto model = test_util::load_stories260k();
+  Node single(*model, 2048);
+  for (const RequestSpec& s : crowd()) ASSERT_TRUE(single.engine->add_request(s).ok());
+  const std::map<std::string, Ids> expected = drain(*single.engine);
+
+  Node prefill(*model, 64, DType::kF32, /*watch_layers=*/true, /*call_hook=*/false);
+  Node decode(*model, 2048);
+  const std::map<std::string, Ids> got = disaggregated(prefill, decode, crowd());
+  for (const RequestSpec& s : crowd()) EXPECT_EQ(got.at(s.id), expected.at(s.id)) << s.id;
+  EXPECT_TRUE(prefill.watch.hooks.empty());
+  EXPECT_GT(prefill.watch.num_forwards, 0);
+  EXPECT_EQ(decode.engine->stats().num_kv_imports, 6);
+  EXPECT_EQ(decode.engine->stats().num_kv_fallbacks, 0);
 }
 
 }  // namespace

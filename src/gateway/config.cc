@@ -332,7 +332,8 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
   r.get(root, "store", "", &c.store);
   if (const YAML::Node routing = root["routing"];
       r.is_map(routing, "routing.", {"policy", "block_bytes", "session_header", "cache_threshold", "balance_abs",
-                                     "balance_rel", "blocks_per_replica", "kv_events_poll_ms"})) {
+                                     "balance_rel", "blocks_per_replica", "kv_events_poll_ms",
+                                     "kv_events_wait_ms"})) {
     std::string policy = "least_outstanding";
     r.get(routing, "policy", "routing.", &policy);
     if (auto p = parse_routing_policy(policy); p.ok()) c.routing = *p; else r.fail("routing.policy", p.status().message());
@@ -343,6 +344,8 @@ Result<GatewayConfig> parse_config(std::string_view yaml, std::string_view origi
     r.get_min(routing, "balance_rel", "routing.", &c.kv.balance_rel, 1.0);
     r.get_min(routing, "blocks_per_replica", "routing.", &c.kv.blocks_per_replica, size_t{1});
     r.get_min(routing, "kv_events_poll_ms", "routing.", &c.kv_events_poll_ms, int64_t{1});
+    r.get_min(routing, "kv_events_wait_ms", "routing.", &c.kv_events_wait_ms, int64_t{0});
+    if (c.kv_events_wait_ms > 60000) r.fail("routing.kv_events_wait_ms", "is at most 60000 (the engines' limit)");
   }
   if (const YAML::Node t = root["timeouts"]; r.is_map(t, "timeouts.", {"connect_ms", "first_byte_ms", "idle_ms"})) {
     r.get_min(t, "connect_ms", "timeouts.", &c.connect_timeout_ms, int64_t{1});

@@ -74,7 +74,11 @@ struct GatewayConfig {
   RoutingPolicy routing = RoutingPolicy::kLeastOutstanding;
   KvAwareOptions kv;
   size_t prefix_block_bytes = 256;
-  int64_t kv_events_poll_ms = 20;  // kv_events routing: how often each replica's /kv/events is read
+  // kv_events routing: each replica's GET /kv/events is a long poll held up to kv_events_wait_ms
+  // (0: no long poll, read every kv_events_poll_ms); kv_events_poll_ms is also the pause before
+  // asking a replica that failed again, and how often new replicas are looked for.
+  int64_t kv_events_poll_ms = 20;
+  int64_t kv_events_wait_ms = 2000;
   std::string session_header = "x-session-id";
 
   int64_t connect_timeout_ms = 2000;

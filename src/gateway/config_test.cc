@@ -100,7 +100,7 @@ TEST(Config, EveryFileLoadsExactlyWhatItSaysOrIsRefusedNamingTheField) {
       {"breaker: {failures: 2,", "breaker: {failure: 2,", "gw.yaml: breaker.failure: unknown key; did you mean failures?", {}},
       {"routing: {policy: kv_aware, block_bytes: 8}", "routing: {policy: kv_aware, blocksize: 8}",
        "gw.yaml: routing.blocksize: unknown key; the keys here are policy, block_bytes, session_header, cache_threshold, "
-       "balance_abs, balance_rel, blocks_per_replica, kv_events_poll_ms", {}},
+       "balance_abs, balance_rel, blocks_per_replica, kv_events_poll_ms, kv_events_wait_ms", {}},
       {"    price: {prompt_per_1k: 0.5,", "    routing: kv_event\n    price: {prompt_per_1k: 0.5,",
        "gw.yaml: models[0].routing: routing policy 'kv_event' is unknown; use round_robin, least_outstanding, kv_aware, "
        "kv_events or session", {}},
@@ -210,6 +210,7 @@ TEST(Config, RoutingPerModelOverridesTheGatewaysPolicy) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->models[0].routing, RoutingPolicy::kKvEvents);
   EXPECT_EQ(c->kv_events_poll_ms, 20);
+  EXPECT_EQ(c->kv_events_wait_ms, 2000);
   EXPECT_FALSE(parse_config(kYaml, "gw.yaml")->models[0].routing.has_value());
 }
 

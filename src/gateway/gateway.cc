@@ -96,6 +96,7 @@ class GatewayImpl final : public Gateway {
         admin_api_(config.admin_key, fleet_, ledger_.store()),
         proxy_(config_, fleet_, ledger_, metrics_, client_, clock_),
         kv_subscriber_(fleet_, client_, std::chrono::milliseconds(config.kv_events_poll_ms),
+                       std::chrono::milliseconds(config.kv_events_wait_ms),
                        std::chrono::milliseconds(config.health_timeout_ms)),
         grpc_(proxy_, fleet_, api_.context()) {
     declare_metrics();

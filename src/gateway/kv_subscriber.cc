@@ -14,19 +14,42 @@ constexpr size_t kMaxFeedBytes = 64 << 20;
 }  // namespace
 
 KvSubscriber::KvSubscriber(Fleet& fleet, net::Client& client, std::chrono::milliseconds interval,
-                           std::chrono::milliseconds timeout)
-    : fleet_(fleet), client_(client), interval_(interval) {
-  timeouts_.connect = timeouts_.first_byte = timeouts_.idle = timeout;
+                           std::chrono::milliseconds wait, std::chrono::milliseconds timeout)
+    : fleet_(fleet), client_(client), interval_(interval), wait_(wait) {
+  timeouts_.connect = timeouts_.idle = timeout;
+  timeouts_.first_byte = timeout + wait;  // a long poll's answer comes after up to `wait`
 }
 
 asio::awaitable<void> KvSubscriber::run() {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
   for (;;) {
-    for (const Fleet::Endpoint& e : fleet_.kv_event_endpoints()) co_await poll(e);
+    for (const Fleet::Endpoint& e : fleet_.kv_event_endpoints()) {
+      if (following_.insert(e.url).second) asio::co_spawn(executor, follow(e), asio::detached);
+    }
     timer.expires_after(interval_);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
   }
+}
+
+bool KvSubscriber::listed(const std::string& url) const {
+  for (const Fleet::Endpoint& e : fleet_.kv_event_endpoints()) {
+    if (e.url == url) return true;
+  }
+  return false;
+}
+
+asio::awaitable<void> KvSubscriber::follow(Fleet::Endpoint replica) {
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  while (listed(replica.url)) {
+    // After an answer to a long poll, ask again at once: the replica holds the next request.
+    if (co_await poll(replica) && wait_.count() > 0) continue;
+    pause.expires_after(interval_);
+    auto [ec] = co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) break;
+  }
+  following_.erase(replica.url);
 }
 
 void KvSubscriber::drop(const Fleet::Endpoint& replica, const std::string& why) {
@@ -60,31 +83,33 @@ asio::awaitable<void> KvSubscriber::resync(const Fleet::Endpoint& replica) {
   if (failing_.erase(replica.url)) log::info("kv events of {}: synced again at event {}", replica.url, snap->last);
 }
 
-asio::awaitable<void> KvSubscriber::poll(const Fleet::Endpoint& replica) {
+asio::awaitable<bool> KvSubscriber::poll(const Fleet::Endpoint& replica) {
   KvIndex& index = fleet_.kv_index();
   for (;;) {
     const std::optional<KvIndex::Sync> sync = index.sync_of(replica.url);
     if (!sync) {
       co_await resync(replica);
-      co_return;
+      co_return index.sync_of(replica.url).has_value();
     }
     bool gone = false;
-    Result<KvFeed> feed = co_await fetch(replica, "/kv/events?after=" + std::to_string(sync->last), &gone);
+    const std::string target =
+        "/kv/events?after=" + std::to_string(sync->last) + "&wait_ms=" + std::to_string(wait_.count());
+    Result<KvFeed> feed = co_await fetch(replica, target, &gone);
     if (gone) {
       log::info("kv events of {}: events after {} are gone; resynchronising", replica.url, sync->last);
       co_await resync(replica);
-      co_return;
+      co_return index.sync_of(replica.url).has_value();
     }
     if (!feed.ok()) {
       drop(replica, feed.status().message());
-      co_return;
+      co_return false;
     }
     if (!index.apply(replica.url, *feed)) {
       log::info("kv events of {}: the sequence broke (epoch or numbers); resynchronising", replica.url);
       co_await resync(replica);
-      co_return;
+      co_return index.sync_of(replica.url).has_value();
     }
-    if (feed->events.size() < kServerMaxBatch) co_return;
+    if (feed->events.size() < kServerMaxBatch) co_return true;
   }
 }
 

@@ -39,6 +39,8 @@ Result<ParsedRequest> parse_request(std::string_view body, bool chat) {
     }
     tokenize["messages"] = *messages;
     tokenize["add_generation_prompt"] = true;
+    // The engine renders the tools into the prompt (its chat template's `tools`): the same here.
+    if (const json::value* tools = o.if_contains("tools")) tokenize["tools"] = *tools;
   } else {
     const json::value* prompt = o.if_contains("prompt");
     const bool ids = prompt && prompt->is_array() && !prompt->as_array().empty() &&

@@ -13,9 +13,14 @@
 // tables nor the adapters it points to.
 // A cache that keeps sliding-window layers apart (model/kv_cache.h) takes their slots from the
 // sequence's window table instead.
+// on_layer_kv_written, when set, is called on the forward pass's thread once per layer, in layer
+// order, right after that layer's K and V of every token of the batch are in the cache and
+// before the next layer starts (KV transfer sends a layer's blocks the moment they exist,
+// engine/kv_transfer.h). It must not block: the forward pass waits for it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -37,6 +42,7 @@ struct ForwardBatch {
   std::vector<int32_t> seq_index;       // index into sequences, one per token
   std::vector<BatchSequence> sequences;
   std::vector<int32_t> logit_indices;   // token indices whose logits are wanted
+  std::function<void(int layer)> on_layer_kv_written;  // optional; kept by clear()
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   void clear() {

@@ -241,6 +241,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
       kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
     }
+    if (batch.on_layer_kv_written) batch.on_layer_kv_written(layer);
     span.emplace(trace_, "attention", "op");
     attention(batch, kv, layer, pool);
     span.emplace(trace_, "wo", "op");

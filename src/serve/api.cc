@@ -636,6 +636,8 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, TokenizeRe
     out->is_chat = true;
     parse_messages(f, &out->messages);
     f.get_bool("add_generation_prompt", &out->add_generation_prompt);
+    GenerateRequest tools;  // the same checks as a chat completion's tools
+    if (root.as_object().contains("tools") && parse_tools(f, &tools)) out->tools_json = std::move(tools.tools_json);
   } else if (!f.take("prompt")) {
     f.fail("prompt", "'prompt' (a string) or 'messages' is required");
   }

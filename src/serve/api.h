@@ -89,10 +89,12 @@ struct GenerateRequest {
 std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body, int32_t n_vocab,
                                                GenerateRequest* out);
 
-// /tokenize: {"prompt": "..."} or {"messages": [...]}; /detokenize: {"tokens": [...]}.
+// /tokenize: {"prompt": "..."} or {"messages": [...], "tools": [...]} (the chat prompt exactly
+// as a chat completion with those tools renders it); /detokenize: {"tokens": [...]}.
 struct TokenizeRequest {
   std::string prompt;
   std::vector<Message> messages;
+  std::string tools_json;  // chat: as GenerateRequest::tools_json
   bool is_chat = false;
   bool add_special_tokens = true;
   bool add_generation_prompt = true;

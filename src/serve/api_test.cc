@@ -216,6 +216,26 @@ TEST(ApiTest, ErrorBodyHasOpenAiShape) {
             R"({"error":{"message":"nope","type":"invalid_request_error","param":"n","code":null}})");
 }
 
+// /tokenize renders a chat with its tools as a chat completion does (the gateway's KV hit
+// prediction asks it), and checks them the same way.
+TEST(ApiTest, TokenizeTakesAChatsToolsAsAChatCompletionDoes) {
+  const std::string tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  TokenizeRequest t;
+  ASSERT_FALSE(parse_tokenize_request(R"({"model":"m",)" + messages + R"(,"tools":)" + tools + "}", &t));
+  GenerateRequest g;
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"model":"m",)" + messages + R"(,"tools":)" + tools + "}", &g));
+  EXPECT_FALSE(t.tools_json.empty());
+  EXPECT_EQ(t.tools_json, g.tools_json);
+  TokenizeRequest plain;
+  ASSERT_FALSE(parse_tokenize_request(R"({"model":"m",)" + messages + "}", &plain));
+  EXPECT_EQ(plain.tools_json, "");
+  TokenizeRequest bad;
+  auto e = parse_tokenize_request(R"({"model":"m",)" + messages + R"(,"tools":[{"type":"web"}]})", &bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools[0].type");
+}
+
 TEST(ApiTest, DetokenizeChecksTheVocabulary) {
   std::vector<int32_t> ids;
   EXPECT_FALSE(parse_detokenize_request(R"({"tokens":[1,2]})", 10, &ids));

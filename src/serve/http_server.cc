@@ -28,6 +28,7 @@ using Channel = asio::experimental::concurrent_channel<void(error_code, Event)>;
 using HttpRequest = net::Request;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
 constexpr const char* kPrefillPeerHeader = "x-koi-prefill-peer";
+constexpr uint64_t kMaxKvEventWaitMs = 60'000;  // GET /kv/events?wait_ms= at most
 
 // A complete (non-streamed) HTTP response.
 struct Reply {
@@ -108,11 +109,13 @@ struct Server::Impl {
   std::atomic<int> active_generations{0};
   std::atomic<uint64_t> next_id{0};
   std::string id_prefix;
+  std::unique_ptr<HttpTrace> trace = std::make_unique<HttpTrace>(nullptr);  // set_trace
 
   awaitable<void> handle(HttpRequest& req, net::Responder& res);
   awaitable<void> reply(net::Responder& res, Reply r);
   Reply simple_endpoint(const std::string& path, const HttpRequest& req);
-  Reply kv_events_reply(const std::string& path, const HttpRequest& req);
+  awaitable<Reply> kv_events_reply(const HttpRequest& req);
+  awaitable<void> wait_for_kv_event(uint64_t after, int64_t wait_ms);
   Reply models_reply();
   Reply lora_adapter_reply(const HttpRequest& req, bool load);
   // The base model (lora left empty) or one of its adapters, by the request's "model".
@@ -129,6 +132,8 @@ struct Server::Impl {
 
 Server::Server(ServerConfig config, ModelInfo model, EngineService& service, ServeMetrics& metrics)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(model), service, metrics)) {}
+
+void Server::set_trace(trace::Recorder* recorder) { impl_->trace = std::make_unique<HttpTrace>(recorder); }
 
 // Removing the last signal_set restores the default action of SIGTERM and SIGINT, and tearing
 // down the HTTP workers after that takes a moment: a late Ctrl-C or SIGTERM (a supervisor
@@ -242,6 +247,10 @@ awaitable<void> Server::Impl::handle(HttpRequest& req, net::Responder& res) {
     }
     co_return;
   }
+  if (path == "/kv/events" && req.method() == http::verb::get && model.kv_events) {
+    co_await reply(res, co_await kv_events_reply(req));  // a long poll may hold it
+    co_return;
+  }
   co_await reply(res, simple_endpoint(path, req));
 }
 
@@ -254,7 +263,7 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
     return {200, "", "text/plain"};
   }
   if (path == "/metrics" && is_get) return {200, metrics.registry.render(), "text/plain; version=0.0.4; charset=utf-8"};
-  if ((path == "/kv/events" || path == "/kv/snapshot") && is_get && model.kv_events) return kv_events_reply(path, req);
+  if (path == "/kv/snapshot" && is_get && model.kv_events) return {200, model.kv_events->snapshot_json()};
   if (path == "/v1/models" && is_get) return models_reply();
   if (path == "/v1/load_lora_adapter" && is_post) return lora_adapter_reply(req, /*load=*/true);
   if (path == "/v1/unload_lora_adapter" && is_post) return lora_adapter_reply(req, /*load=*/false);
@@ -263,7 +272,7 @@ Reply Server::Impl::simple_endpoint(const std::string& path, const HttpRequest& 
     if (auto e = parse_tokenize_request(req.body(), &t)) return error_reply(*e);
     std::string text = t.prompt;
     if (t.is_chat) {
-      auto rendered = model.chat->render(t.messages, t.add_generation_prompt);
+      auto rendered = model.chat->render(t.messages, t.add_generation_prompt, t.tools_json);
       if (!rendered.ok()) return error_reply(bad_request(rendered.status().message(), "messages"));
       text = *rendered;
     }
@@ -334,24 +343,56 @@ Reply Server::Impl::lora_adapter_reply(const HttpRequest& req, bool load) {
   return {200, done, "text/plain; charset=utf-8"};
 }
 
-Reply Server::Impl::kv_events_reply(const std::string& path, const HttpRequest& req) {
-  if (path == "/kv/snapshot") return {200, model.kv_events->snapshot_json()};
+// GET /kv/events?after=N[&wait_ms=M] (serve/kv_events.h).
+awaitable<Reply> Server::Impl::kv_events_reply(const HttpRequest& req) {
   auto url = boost::urls::parse_origin_form(req.target());
   uint64_t after = 0;
+  uint64_t wait_ms = 0;
   for (const auto& param : url->params()) {
-    if (param.key != "after") return error_reply(bad_request("/kv/events takes only ?after=N", param.key));
     const std::string& v = param.value;
-    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), after);
+    uint64_t* value = param.key == "after" ? &after : param.key == "wait_ms" ? &wait_ms : nullptr;
+    if (!value) co_return error_reply(bad_request("/kv/events takes only ?after=N&wait_ms=M", param.key));
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), *value);
     if (ec != std::errc() || ptr != v.data() + v.size()) {
-      return error_reply(bad_request("after must be an event number (0 or more), got '" + v + "'", "after"));
+      co_return error_reply(bad_request(
+          fmt::format("{} must be {} (0 or more), got '{}'", param.key,
+                      value == &after ? "an event number" : "a wait in milliseconds", v),
+          param.key));
     }
   }
+  if (wait_ms > kMaxKvEventWaitMs) {
+    co_return error_reply(bad_request(
+        fmt::format("wait_ms is at most {} (a long poll that long), got {}", kMaxKvEventWaitMs, wait_ms), "wait_ms"));
+  }
+  if (wait_ms > 0) co_await wait_for_kv_event(after, static_cast<int64_t>(wait_ms));
   std::optional<std::string> events = model.kv_events->events_json(after);
   if (!events) {
-    return error_reply(api_error(410, fmt::format("events after {} are gone; resynchronise from GET /kv/snapshot", after),
-                                 "invalid_request_error", "kv_events_gone"));
+    co_return error_reply(api_error(410, fmt::format("events after {} are gone; resynchronise from GET /kv/snapshot", after),
+                                    "invalid_request_error", "kv_events_gone"));
   }
-  return {200, std::move(*events)};
+  co_return Reply{200, std::move(*events)};
+}
+
+// Returns when an event after `after` is published or wait_ms passed (at once when one is
+// there already). The engine thread's append wakes the channel (thread-safe); the timer and
+// this coroutine share the connection's one thread.
+awaitable<void> Server::Impl::wait_for_kv_event(uint64_t after, int64_t wait_ms) {
+  using Wake = asio::experimental::concurrent_channel<void(error_code)>;
+  const auto executor = co_await asio::this_coro::executor;
+  auto wake = std::make_shared<Wake>(executor, 1);
+  const std::optional<uint64_t> waiter =
+      model.kv_events->wake_after(after, [wake] { wake->try_send(error_code{}); });
+  if (!waiter) co_return;
+  // Unregisters also when the server stops with this request held (the frame is destroyed).
+  struct Forget {
+    KvEventLog* log;
+    uint64_t id;
+    ~Forget() { log->forget(id); }
+  } const forget{model.kv_events, *waiter};
+  asio::steady_timer timer(executor, std::chrono::milliseconds(wait_ms));
+  timer.async_wait([wake](error_code) { wake->try_send(error_code{}); });
+  co_await wake->async_receive(kAwait);
+  timer.cancel();
 }
 
 std::optional<ApiError> Server::Impl::resolve_model(const std::string& name, engine::AcquiredLora* lora) {
@@ -460,6 +501,7 @@ std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req
 }
 
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
+  HttpTrace::Request span(trace.get());
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
   std::shared_ptr<grammar::CompiledGrammar> grammar;
@@ -467,6 +509,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
   if (!err) err = prepare(g, &prompts, &grammar, &lora);
   if (err) {
+    span.set_status(err->status);
     co_await reply(res, error_reply(*err));
     co_return;
   }
@@ -476,6 +519,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   meta.id = fmt::format("{}-{}{:x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", id_prefix, next_id.fetch_add(1));
   meta.created = unix_seconds();
   meta.model = g.model;
+  span.set_id(meta.id, g.stream);
   Usage usage;
   std::vector<engine::RequestSpec> specs;
   std::vector<std::string> ids;
@@ -499,16 +543,17 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   }
   std::vector<std::shared_ptr<engine::KvImport>> imports;
   if (std::optional<ApiError> e = attach_prefill_peer(req, specs, &imports)) {
+    span.set_status(e->status);
     co_await reply(res, error_reply(*e));
     co_return;
   }
   const int num_choices = static_cast<int>(specs.size());
   auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, capacity);
-  Status submitted = service.submit(std::move(specs), [channel](Event ev) {
-    channel->try_send(error_code{}, std::move(ev));
-  });
+  Status submitted = service.submit(
+      std::move(specs), [channel](Event ev) { channel->try_send(error_code{}, std::move(ev)); }, span.submitted());
   if (!submitted.ok()) {
     for (const auto& import : imports) import->cancel();
+    span.set_status(status_error(submitted).status);
     co_await reply(res, error_reply(status_error(submitted)));
     co_return;
   }
@@ -532,6 +577,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   while (num_finished < num_choices && ok) {
     auto [ec, ev] = co_await channel->async_receive(kAwait);
     if (ec) break;
+    span.first_output();
     engine::RequestOutput& out = ev.output;
     if (out.finished) ++num_finished;
     if (!ev.error.ok()) {
@@ -583,6 +629,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
     choice.text += delta.text;
   }
   if (num_finished < num_choices) service.abort(ids);  // a failed write, an error, or a closed channel
+  span.set_status(failure && !res.streaming() ? failure->status : 200);
   if (!res.streaming()) {
     if (failure) {
       co_await reply(res, error_reply(*failure));

@@ -28,6 +28,7 @@
 #include "grammar/constraint.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
+#include "serve/http_trace.h"
 #include "serve/kv_events.h"
 #include "serve/kv_transfer_client.h"
 #include "serve/metrics.h"
@@ -54,8 +55,9 @@ struct ModelInfo {
   // Set for --role decode: requests with an x-koi-prefill-peer header take their prompt's KV
   // from that prefill worker. Null: the header is refused.
   KvTransferClient* kv_client = nullptr;
-  // Set with --kv-events: GET /kv/events?after=N and GET /kv/snapshot (serve/kv_events.h).
-  const KvEventLog* kv_events = nullptr;
+  // Set with --kv-events: GET /kv/events?after=N[&wait_ms=M] and GET /kv/snapshot
+  // (serve/kv_events.h). Not const: a long poll registers a waiter.
+  KvEventLog* kv_events = nullptr;
   grammar::GrammarCache* grammars = nullptr;  // compiles structured-output constraints (thread-safe)
   // The LoRA adapters served over the base model, by name (the "model" field); listed by
   // /v1/models, changed by POST /v1/load_lora_adapter and /v1/unload_lora_adapter. Null: none.
@@ -74,6 +76,9 @@ class Server {
   void run();
   // Begins a graceful shutdown. Thread-safe.
   void stop();
+  // Before listen(): records the HTTP handling of generation requests on `recorder`
+  // (serve/http_trace.h; `koi serve --profile`), which must outlive the server.
+  void set_trace(trace::Recorder* recorder);
 
  private:
   struct Impl;

@@ -25,7 +25,16 @@ KvEventLog::KvEventLog(int block_size, size_t capacity)
 
 void KvEventLog::append(const std::vector<engine::KvEvent>& events) {
   if (events.empty()) return;
-  std::lock_guard lock(mu_);
+  std::map<uint64_t, std::function<void()>> woken;
+  {
+    std::lock_guard lock(mu_);
+    add(events);
+    woken.swap(waiters_);
+  }
+  for (auto& [id, wake] : woken) wake();
+}
+
+void KvEventLog::add(const std::vector<engine::KvEvent>& events) {
   for (const engine::KvEvent& e : events) {
     recent_.push_back({++last_, e});
     if (e.kind == engine::KvEvent::Kind::kStored) {
@@ -52,6 +61,18 @@ std::optional<std::string> KvEventLog::events_json(uint64_t after) const {
   }
   return json::serialize(
       json::object{{"epoch", epoch_}, {"block_size", block_size_}, {"last", last}, {"events", std::move(events)}});
+}
+
+std::optional<uint64_t> KvEventLog::wake_after(uint64_t after, std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  if (after != last_) return std::nullopt;
+  waiters_.emplace(++next_waiter_, std::move(wake));
+  return next_waiter_;
+}
+
+void KvEventLog::forget(uint64_t waiter) {
+  std::lock_guard lock(mu_);
+  waiters_.erase(waiter);
 }
 
 std::string KvEventLog::snapshot_json() const {

@@ -7,11 +7,15 @@
 // repaired from a snapshot. Both answers carry the log's "epoch", a random number drawn when
 // the server starts, so a reader also notices a restarted server whose numbers began again,
 // and "block_size", the tokens per block the hashes cover (gateway/kv_index.h hashes prompts
-// with it). Thread-safe: the engine thread appends, HTTP threads read.
+// with it). GET /kv/events?after=N&wait_ms=M is a long poll: when nothing follows N yet, the
+// server holds the request (wake_after) until the next append or M ms, whichever is first.
+// Thread-safe: the engine thread appends, HTTP threads read and wait.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -35,7 +39,17 @@ class KvEventLog {
   // JSON {"epoch", "block_size", "last": N, "hashes": [...]}.
   std::string snapshot_json() const;
 
+  // Long poll. When `after` is the newest number (nothing to answer yet), registers `wake`,
+  // which the next append() calls once, on the appending thread after its lock is released
+  // (so `wake` must only hand off, never block), and returns an id for forget(). Otherwise
+  // (events follow `after`, they are gone, or `after` is ahead: a restarted server) registers
+  // nothing and returns nullopt: answer at once.
+  std::optional<uint64_t> wake_after(uint64_t after, std::function<void()> wake);
+  // Unregisters a waiter that has not been woken (a no-op for one that has).
+  void forget(uint64_t waiter);
+
  private:
+  void add(const std::vector<engine::KvEvent>& events);  // mu_ held
   struct Numbered {
     uint64_t seq;
     engine::KvEvent event;
@@ -47,6 +61,8 @@ class KvEventLog {
   uint64_t last_ = 0;                                                  // guarded by mu_
   std::deque<Numbered> recent_;                                        // guarded by mu_
   std::unordered_set<engine::BlockHash, engine::BlockHashHasher> cached_;  // guarded by mu_
+  std::map<uint64_t, std::function<void()>> waiters_;                 // guarded by mu_
+  uint64_t next_waiter_ = 0;                                          // guarded by mu_
 };
 
 // The hash as 32 hex digits, high half first.

@@ -42,5 +42,33 @@ TEST(KvEventLog, NumbersEventsAndResynchronisesAReaderThatFellBehind) {
   EXPECT_EQ(hashes, (std::set<std::string>{hash_hex(h(2)), hash_hex(h(3))}));
 }
 
+// The long poll's half in the log: a reader at the newest number is woken once by the next
+// append; a reader with events to read, or ahead of the log, is told to answer at once; a
+// forgotten waiter is never called.
+TEST(KvEventLog, WakesAReaderAtTheNewestNumberOnceOnTheNextAppend) {
+  KvEventLog log(/*block_size=*/16);
+  int woken_a = 0, woken_b = 0, woken_c = 0;
+  const std::optional<uint64_t> a = log.wake_after(0, [&] { ++woken_a; });
+  const std::optional<uint64_t> b = log.wake_after(0, [&] { ++woken_b; });
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(b.has_value());
+  EXPECT_NE(*a, *b);
+  log.forget(*b);
+  log.append({});  // nothing appended: nobody is woken
+  EXPECT_EQ(woken_a, 0);
+  log.append({{KvEvent::Kind::kStored, h(1)}});
+  EXPECT_EQ(woken_a, 1);
+  EXPECT_EQ(woken_b, 0);
+  log.append({{KvEvent::Kind::kStored, h(2)}});
+  EXPECT_EQ(woken_a, 1);  // once
+  EXPECT_FALSE(log.wake_after(0, [&] { ++woken_c; }).has_value());  // events 1 and 2 are there
+  EXPECT_FALSE(log.wake_after(9, [&] { ++woken_c; }).has_value());  // ahead: a restarted server
+  const std::optional<uint64_t> c = log.wake_after(2, [&] { ++woken_c; });
+  ASSERT_TRUE(c.has_value());
+  log.forget(*a);  // already woken: a no-op
+  log.append({{KvEvent::Kind::kRemoved, h(1)}});
+  EXPECT_EQ(woken_c, 1);
+}
+
 }  // namespace
 }  // namespace koi::serve

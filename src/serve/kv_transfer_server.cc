@@ -188,10 +188,9 @@ void KvTransferServer::Impl::stream(tcp::socket& socket, const std::string& id, 
     }
     if (item->block) {
       const std::byte* data = item->block->data.data();
-      for (int layer = 0; layer < layout.n_layers; ++layer, data += 2 * bytes) {
-        Status s = kv_wire::write_block(socket, item->block->block_idx, layer, {data, bytes}, {data + bytes, bytes});
-        if (!s.ok()) return give_up(s.message());
-      }
+      Status s = kv_wire::write_block(socket, item->block->block_idx, item->block->layer, {data, bytes},
+                                      {data + bytes, bytes});
+      if (!s.ok()) return give_up(s.message());
     } else if (item->done) {
       (void)kv_wire::write_frame(socket, FrameType::kDone, kv_wire::encode_done(*item->done));
       return;

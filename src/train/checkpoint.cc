@@ -141,10 +141,10 @@ Result<std::string> write_checkpoint(const std::string& run_dir, const Checkpoin
   s["step"] = state.step;
   s["adam_steps"] = snapshot.adam_steps;
   s["loader_position"] = state.loader_position;
+  s["layout"] = json::object{{"tensors", "full"}, {"mesh", state.mesh}, {"zero", state.zero_stage}};
   json::array chars;
   for (const std::string& ch : state.chars) chars.emplace_back(ch);
   s["chars"] = std::move(chars);
-  if (!state.layout.empty()) s["layout"] = state.layout;
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, "state.json"), json::serialize(s)));
   if (before_commit) before_commit();
   KOI_RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kMarker), "ok\n"));
@@ -187,7 +187,14 @@ Result<TrainState> read_checkpoint_state(const std::string& dir) {
     s.step = json::value_to<int64_t>(o->at("step"));
     s.loader_position = json::value_to<uint64_t>(o->at("loader_position"));
     s.chars = json::value_to<std::vector<std::string>>(o->at("chars"));
-    if (o->contains("layout")) s.layout = json::value_to<std::string>(o->at("layout"));
+    if (const json::value* layout = o->if_contains("layout")) {  // older checkpoints: full, one process
+      const json::object& l = layout->as_object();
+      if (json::value_to<std::string>(l.at("tensors")) != "full") {
+        return Status::corrupt(path + ": layout.tensors is not \"full\"; this Koi reads checkpoints of whole tensors only");
+      }
+      s.mesh = json::value_to<std::string>(l.at("mesh"));
+      if (const json::value* zero = l.if_contains("zero")) s.zero_stage = json::value_to<int>(*zero);
+    }
   } catch (const std::exception& e) {
     return Status::corrupt(path + ": bad field: " + e.what());
   }

@@ -5,7 +5,6 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
-//                      the writer's layout (ranks, ZeRO stage),
 //   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
 //   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
 //                      the run trains adapters; optimizer.safetensors then holds their moments
@@ -42,9 +41,13 @@ struct TrainState {
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
   std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
-  // The layout of the run that wrote it ("dp=2 zero=3"); informational: a checkpoint holds the
-  // whole state, so it loads under any layout. Empty: not recorded (older checkpoints).
-  std::string layout = std::string();
+  // The device mesh that saved it ("dp=2 tp=2 pp=1 ep=1"; mesh.h), recorded in state.json's
+  // "layout" beside "tensors": "full": a checkpoint always holds whole tensors (the ranks'
+  // shards are gathered at save and sliced at load), so it resumes under any mesh.
+  std::string mesh = "dp=1 tp=1 pp=1 ep=1";
+  // The ZeRO stage it ran with (layout.zero; 0 when not recorded); informational, as the
+  // checkpoint holds the whole optimizer state and weights at any stage.
+  int zero_stage = 0;
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).

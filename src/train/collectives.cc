@@ -31,13 +31,21 @@ int mpi_count(int64_t n) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int rank, int size, double timeout_s)
-      : rank_(rank), size_(size), watchdog_(rank, timeout_s, &SystemClock::instance()), heard_(size, 0),
-        answered_(size, 0) {
+  // comm: MPI_COMM_WORLD (finalised by the destructor) or a communicator split from it (freed).
+  MpiCommunicator(MPI_Comm comm, double timeout_s)
+      : comm_(comm), rank_(comm_rank(comm)), size_(comm_size(comm)), world_ranks_(world_ranks(comm)),
+        watchdog_(world_ranks_[static_cast<size_t>(rank_)], timeout_s, &SystemClock::instance()), heard_(size_, 0),
+        answered_(size_, 0) {
     // Past twice the timeout the rank is stuck somewhere it cannot poll: end it.
     watchdog_.start_thread(timeout_s);
   }
-  ~MpiCommunicator() override { MPI_Finalize(); }
+  ~MpiCommunicator() override {
+    if (comm_ == MPI_COMM_WORLD) {
+      MPI_Finalize();
+    } else {
+      MPI_Comm_free(&comm_);
+    }
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -45,12 +53,12 @@ class MpiCommunicator final : public Communicator {
 
   Status allreduce_sum(float* data, int64_t n, std::string_view what) override {
     MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, comm_, &request);
     return wait(&request, what);
   }
   Status allreduce_sum(double* data, int64_t n, std::string_view what) override {
     MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_DOUBLE, MPI_SUM, comm_, &request);
     return wait(&request, what);
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override {
@@ -63,13 +71,13 @@ class MpiCommunicator final : public Communicator {
   int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) override {
     Pending& p = begin_pending(counts, std::move(what));
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, p.counts.data(), p.displs.data(), MPI_FLOAT,
-                    MPI_COMM_WORLD, &p.request);
+                    comm_, &p.request);
     return next_ticket_++;
   }
   int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                    std::string what) override {
     Pending& p = begin_pending(counts, std::move(what));
-    MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &p.request);
+    MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, comm_, &p.request);
     return next_ticket_++;
   }
   void progress() override {
@@ -87,13 +95,20 @@ class MpiCommunicator final : public Communicator {
   }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
     MPI_Request request;
-    MPI_Ibcast(data, mpi_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    MPI_Ibcast(data, mpi_count(bytes), MPI_BYTE, root, comm_, &request);
     return wait(&request, what);
   }
   Status barrier(std::string_view what) override {
     MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    MPI_Ibarrier(comm_, &request);
     return wait(&request, what);
+  }
+  Result<std::unique_ptr<Communicator>> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (MPI_Comm_split(comm_, color, key, &sub) != MPI_SUCCESS || sub == MPI_COMM_NULL) {
+      return Status::internal("MPI_Comm_split failed (color " + std::to_string(color) + ")");
+    }
+    return std::unique_ptr<Communicator>(new MpiCommunicator(sub, watchdog_.timeout_s()));
   }
   [[noreturn]] void abort(int exit_code) override {
     std::fflush(stderr);
@@ -147,7 +162,7 @@ class MpiCommunicator final : public Communicator {
     if (answered_[peer]) return;
     answered_[peer] = 1;
     MPI_Request request;
-    MPI_Isend(&rank_, 1, MPI_INT, peer, kRollCallTag, MPI_COMM_WORLD, &request);
+    MPI_Isend(&rank_, 1, MPI_INT, peer, kRollCallTag, comm_, &request);
     MPI_Request_free(&request);  // rank_ outlives the send
   }
 
@@ -155,10 +170,10 @@ class MpiCommunicator final : public Communicator {
   bool receive_roll_call() {
     int pending = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, MPI_COMM_WORLD, &pending, &status);
+    MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm_, &pending, &status);
     if (!pending) return false;
     int sender = 0;
-    MPI_Recv(&sender, 1, MPI_INT, status.MPI_SOURCE, kRollCallTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&sender, 1, MPI_INT, status.MPI_SOURCE, kRollCallTag, comm_, MPI_STATUS_IGNORE);
     heard_[status.MPI_SOURCE] = 1;
     call(status.MPI_SOURCE);
     return true;
@@ -190,11 +205,38 @@ class MpiCommunicator final : public Communicator {
     const std::vector<int> missing = silent();
     if (missing.empty()) return "; every peer answered a roll call, so the collective itself is stuck";
     std::string out = "; not responding:";
-    for (size_t i = 0; i < missing.size(); ++i) out += (i ? ", rank " : " rank ") + std::to_string(missing[i]);
+    for (size_t i = 0; i < missing.size(); ++i) {
+      out += (i ? ", rank " : " rank ") + std::to_string(world_ranks_[static_cast<size_t>(missing[i])]);
+    }
     return out;
   }
 
+  static int comm_rank(MPI_Comm comm) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    return rank;
+  }
+  static int comm_size(MPI_Comm comm) {
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    return size;
+  }
+  // Each rank of comm's MPI_COMM_WORLD rank (what reports name), in comm's rank order.
+  static std::vector<int> world_ranks(MPI_Comm comm) {
+    MPI_Group group, world;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> mine(static_cast<size_t>(comm_size(comm))), out(mine.size());
+    for (size_t r = 0; r < mine.size(); ++r) mine[r] = static_cast<int>(r);
+    MPI_Group_translate_ranks(group, static_cast<int>(mine.size()), mine.data(), world, out.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return out;
+  }
+
+  MPI_Comm comm_;
   const int rank_, size_;
+  const std::vector<int> world_ranks_;
   int64_t step_ = 0;
   Watchdog watchdog_;
   std::vector<char> heard_;     // peers whose roll-call message arrived
@@ -253,10 +295,7 @@ Result<std::unique_ptr<Communicator>> create_mpi_communicator(double collective_
     MPI_Finalize();
     return Status::unsupported("the MPI library does not support MPI_THREAD_FUNNELED, which the trainer needs");
   }
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::unique_ptr<Communicator>(new MpiCommunicator(rank, size, collective_timeout_s));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(MPI_COMM_WORLD, collective_timeout_s));
 }
 
 Result<std::unique_ptr<Communicator>> create_communicator(double collective_timeout_s) {

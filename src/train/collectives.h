@@ -14,6 +14,9 @@
 // MPI cannot be shut down with a collective pending. A watchdog thread ends a rank still
 // blocked at twice the timeout (stuck where it cannot poll). Errors inside MPI end the job (MPI's
 // default handler). Not thread-safe: one thread (the training loop) calls the collectives.
+// split() makes a communicator over a subset of the ranks (MPI_Comm_split: the process groups
+// of a device mesh, mesh.h) with the same watchdog semantics; its reports name world ranks.
+// A split communicator must be destroyed before the one it came from.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +65,9 @@ class Communicator {
   // Copies root's bytes to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
   virtual Status barrier(std::string_view what) = 0;
+  // The ranks that call it with the same color, ordered by key (then by rank): MPI_Comm_split.
+  // Every rank must call it; it blocks (not under the watchdog) and has the same timeout.
+  virtual Result<std::unique_ptr<Communicator>> split(int color, int key) = 0;
   // Ends every rank of the job with exit_code; for a job that cannot continue.
   [[noreturn]] virtual void abort(int exit_code) = 0;
 
@@ -83,6 +89,9 @@ class LocalCommunicator final : public Communicator {
                             std::string_view what) override;
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Result<std::unique_ptr<Communicator>> split(int, int) override {
+    return std::unique_ptr<Communicator>(new LocalCommunicator());
+  }
   [[noreturn]] void abort(int exit_code) override;
 };
 

@@ -51,6 +51,9 @@ class RecordingCommunicator final : public Communicator {
   }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
+  Result<std::unique_ptr<Communicator>> split(int, int) override {
+    return Status::unsupported("RecordingCommunicator does not split");
+  }
   [[noreturn]] void abort(int) override { std::abort(); }
 
   std::vector<std::string> calls;

@@ -11,6 +11,7 @@
 #include "model/moe.h"
 #include "tensor/dtype.h"
 #include "train/linear.h"
+#include "train/tensor_parallel.h"
 
 
 namespace koi::train {
@@ -491,11 +492,20 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   std::copy_n(inputs, N, inputs_.data());
   std::copy_n(targets, N, targets_.data());
 
-  // Embedding: x (N, C) = token_embd[inputs]
+  // Embedding: x (N, C) = token_embd[inputs] (vocabulary-parallel: the rows this shard holds,
+  // zero elsewhere, summed over the ranks)
+  const int64_t V_all = vocab_full_ > 0 ? vocab_full_ : V;
   for (int64_t n = 0; n < N; ++n) {
-    KOI_CHECK(inputs[n] >= 0 && inputs[n] < V && targets[n] >= 0 && targets[n] < V);
-    std::copy_n(p.token_embd + int64_t{inputs[n]} * C, C, acts_[0].x_in.data() + n * C);
+    KOI_CHECK(inputs[n] >= 0 && inputs[n] < V_all && targets[n] >= 0 && targets[n] < V_all);
+    const int64_t id = inputs[n] - vocab_begin_;
+    float* x = acts_[0].x_in.data() + n * C;
+    if (id >= 0 && id < V) {
+      std::copy_n(p.token_embd + id * C, C, x);
+    } else {
+      std::fill_n(x, C, 0.0f);
+    }
   }
+  if (vocab_full_ > 0) tp_allreduce(acts_[0].x_in.data(), N * C, "tp allreduce embedding");
   for (int l = 0; l < c.n_layers; ++l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
     const Params pl = unit_params(l, /*backward=*/false);
@@ -522,6 +532,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     // x_mid = x_in + attn_out Wo^T   (N, C)
     linear_forward(pool_, a.x_mid.data(), a.attn_out.data(), L.wo, nullptr, N, QD, C);
     lora_forward(l, LoraTarget::kO, a.attn_out.data(), a.x_mid.data(), N);
+    tp_allreduce(a.x_mid.data(), N * C, "tp allreduce attention output");  // row-parallel o_proj
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
@@ -544,6 +555,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     });
     linear_forward(pool_, x_next, a.h.data(), L.w_down, nullptr, N, F, C);
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
+    tp_allreduce(x_next, N * C, "tp allreduce mlp output");  // row-parallel down_proj
     add_into(x_next, a.x_mid.data(), N * C);
     unit_done(l, /*backward=*/false);
   }
@@ -551,15 +563,33 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   const trace::Span head_span(trace_, "head", "layer");
   rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
   linear_forward(pool_, probs_.data(), xn_f_.data(), p.output, nullptr, N, C, V);
-  pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) kernels::softmax(probs_.data() + n * V, V);
-  });
-  double loss = 0.0;
-  for (int64_t n = 0; n < N; ++n) loss -= std::log(static_cast<double>(probs_[n * V + targets[n]]));
+  const double loss = softmax_cross_entropy(N);
   unit_done(root, /*backward=*/false);
   aux_loss_ = 0.0f;
   for (const MoeActs& m : moe_acts_) aux_loss_ += moe_aux_coef_ * m.aux / static_cast<float>(c.n_layers);
   return static_cast<float>(loss / static_cast<double>(N));
+}
+
+int64_t LlamaTrain::vocab_valid() const {
+  const int64_t V = config_.n_vocab;
+  return vocab_full_ > 0 ? std::clamp<int64_t>(vocab_full_ - vocab_begin_, 0, V) : V;
+}
+
+double LlamaTrain::softmax_cross_entropy(int64_t N) {
+  const int64_t V = config_.n_vocab;
+  if (vocab_full_ > 0) {  // vocabulary-parallel (tensor_parallel.h)
+    if (!tp_status_.ok()) return 0.0;
+    Result<double> loss = vocab_parallel_cross_entropy(*tp_, pool_, probs_.data(), targets_.data(), N, V,
+                                                       vocab_begin_, vocab_valid());
+    tp_status_ = loss.status();
+    return loss.ok() ? *loss : 0.0;
+  }
+  pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) kernels::softmax(probs_.data() + n * V, V);
+  });
+  double loss = 0.0;
+  for (int64_t n = 0; n < N; ++n) loss -= std::log(static_cast<double>(probs_[n * V + targets_[n]]));
+  return loss;
 }
 
 void LlamaTrain::zero_grad() {
@@ -592,11 +622,13 @@ void LlamaTrain::backward(float loss_scale) {
   pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       for (int64_t v = 0; v < V; ++v) dlogits_[n * V + v] = loss_scale * probs_[n * V + v];
-      dlogits_[n * V + targets_[n]] -= loss_scale;
+      const int64_t t = targets_[n] - vocab_begin_;  // the target's column, when this shard has it
+      if (t >= 0 && t < vocab_valid()) dlogits_[n * V + t] -= loss_scale;
     }
   });
   zero(dxn_, N * C);
   linear_backward(pool_, dxn_.data(), g.output, nullptr, dlogits_.data(), xn_f_.data(), p.output, N, C, V);
+  if (vocab_full_ > 0) tp_allreduce(dxn_.data(), N * C, "tp allreduce head input grad");  // vocabulary-parallel head
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
   rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
 
@@ -631,6 +663,7 @@ void LlamaTrain::backward(float loss_scale) {
       linear_backward(pool_, dxn_.data(), G.w_up, nullptr, dup_.data(), a.xn2.data(), L.w_up, N, C, F);
       lora_backward(l, LoraTarget::kGate, a.xn2.data(), dgate_.data(), dxn_.data(), N);
       lora_backward(l, LoraTarget::kUp, a.xn2.data(), dup_.data(), dxn_.data(), N);
+      tp_allreduce(dxn_.data(), N * C, "tp allreduce mlp input grad");  // column-parallel gate/up
     }
     rmsnorm_backward(dx_.data(), G.ffn_norm, dxn_.data(), a.x_mid.data(), a.rstd2.data(), L.ffn_norm, N, C);
 
@@ -658,14 +691,23 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kQ, a.xn1.data(), dq_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kK, a.xn1.data(), dk_.data(), dxn_.data(), N);
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
+    tp_allreduce(dxn_.data(), N * C, "tp allreduce attention input grad");  // column-parallel q/k/v
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
     unit_done(l, /*backward=*/true);
   }
   // Embedding: d token_embd[inputs[n]] += dx[n]
   if (g.token_embd != nullptr) {
-    for (int64_t n = 0; n < N; ++n) add_into(g.token_embd + int64_t{inputs_[n]} * C, dx_.data() + n * C, C);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t id = inputs_[n] - vocab_begin_;  // the rows this shard holds
+      if (id >= 0 && id < V) add_into(g.token_embd + id * C, dx_.data() + n * C, C);
+    }
   }
   unit_done(root, /*backward=*/true);
+}
+
+void LlamaTrain::tp_allreduce(float* x, int64_t n, const char* what) {
+  if (tp_ == nullptr || tp_->size() == 1 || !tp_status_.ok()) return;
+  tp_status_ = tp_->allreduce_sum(x, n, what);
 }
 
 void LlamaTrain::lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N) {

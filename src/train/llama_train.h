@@ -27,6 +27,7 @@
 #include "base/trace.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "train/collectives.h"
 #include "train/lora.h"
 #include "train/moe_train.h"
 #include "train/param_tensor.h"
@@ -111,7 +112,7 @@ class LlamaTrain {
   // coef * mean over layers of the last forward()'s aux loss (0 for dense models). forward()
   // returns the cross-entropy alone; the objective backward() differentiates is their sum.
   float aux_loss() const { return aux_loss_; }
-  // (B*T, V) softmax of the logits of the last forward().
+  // (B*T, V) softmax of the logits of the last forward() (under tp: this shard's columns).
   const float* probs() const { return probs_.data(); }
   // Zeroes the gradients of what is trained (trainable_grads()).
   void zero_grad();
@@ -127,6 +128,16 @@ class LlamaTrain {
   // Records a span per layer ("layer L") and for the head ("head") inside forward() and
   // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
+  // Tensor parallelism (tensor_parallel.h): this model is one rank's shard (its config is the
+  // shard's) and tp (which must outlive it) sums the row-parallel outputs in forward() and the
+  // column-parallel inputs' gradients in backward(). The vocabulary is split too: this shard's
+  // embedding and head rows are token ids [vocab_begin, vocab_begin + n_vocab) of vocab_full
+  // (rows past vocab_full are padding). A failed collective is kept in parallel_status()
+  // (check it after forward() and backward()); later ones are skipped.
+  void set_tensor_parallel(Communicator* tp, int64_t vocab_begin, int64_t vocab_full) {
+    tp_ = tp, vocab_begin_ = vocab_begin, vocab_full_ = vocab_full;
+  }
+  const Status& parallel_status() const { return tp_status_; }
 
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
@@ -150,11 +161,20 @@ class LlamaTrain {
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
   void lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N);
   void lora_backward(int layer, LoraTarget target, const float* x, const float* dy, float* dx, int64_t N);
+  // Sums x over the tensor-parallel ranks (nothing without them).
+  void tp_allreduce(float* x, int64_t n, const char* what);
 
   model::ModelConfig config_;
   ThreadPool* pool_;
   trace::Recorder* trace_ = nullptr;
   UnitStream* stream_ = nullptr;
+  Communicator* tp_ = nullptr;
+  Status tp_status_;
+  int64_t vocab_begin_ = 0, vocab_full_ = 0;  // vocab_full_ 0: not split
+  // Token ids [vocab_begin_, ...) this model's embedding and head rows hold (all but padding).
+  int64_t vocab_valid() const;
+  // probs_ = softmax of the logits in it; returns the sum of the N tokens' -log p[target].
+  double softmax_cross_entropy(int64_t N);
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::optional<LoraAdapters> lora_;

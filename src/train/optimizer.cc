@@ -47,20 +47,19 @@ void AdamW::step(std::vector<float>& params, const std::vector<float>& grads, co
   }
 }
 
-double grad_sum_of_squares(const std::vector<float>& grads) {
+double sum_of_squares(const float* x, int64_t n) {
   // Eight running sums combined in a fixed order: vectorisable, and the same for any run.
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const size_t n = grads.size();
-  size_t i = 0;
+  int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (size_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(grads[i + k]) * grads[i + k];
+    for (int64_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
   }
   double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) ss += static_cast<double>(grads[i]) * grads[i];
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   return ss;
 }
 
-void clip_grads_to(std::vector<float>& grads, float norm, float max_norm) {
+void scale_to_max_norm(std::vector<float>& grads, float norm, float max_norm) {
   if (max_norm > 0.0f && norm > max_norm) {
     const float coef = max_norm / (norm + 1e-6f);
     for (float& g : grads) g *= coef;
@@ -68,8 +67,8 @@ void clip_grads_to(std::vector<float>& grads, float norm, float max_norm) {
 }
 
 float clip_grad_norm(std::vector<float>& grads, float max_norm) {
-  const float norm = static_cast<float>(std::sqrt(grad_sum_of_squares(grads)));
-  clip_grads_to(grads, norm, max_norm);
+  const float norm = static_cast<float>(std::sqrt(sum_of_squares(grads.data(), static_cast<int64_t>(grads.size()))));
+  scale_to_max_norm(grads, norm, max_norm);
   return norm;
 }
 

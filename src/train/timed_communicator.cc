@@ -4,18 +4,23 @@
 
 namespace koi::train {
 
-TimedCommunicator::Kind TimedCommunicator::kind(TrainMetrics& metrics, const char* name) {
-  return {&metrics.collective_seconds.labels({name}), &metrics.collectives.labels({name}),
-          &metrics.collective_bytes.labels({name})};
+TimedCommunicator::Kind TimedCommunicator::make_kind(TrainMetrics& m, const char* name) {
+  return {&m.collective_seconds.labels({name}), &m.collectives.labels({name}), &m.collective_bytes.labels({name})};
 }
 
 TimedCommunicator::TimedCommunicator(Communicator& inner, TrainMetrics& metrics)
     : inner_(inner),
-      allreduce_(kind(metrics, "allreduce")),
-      allgather_(kind(metrics, "allgather")),
-      reduce_scatter_(kind(metrics, "reduce_scatter")),
-      broadcast_(kind(metrics, "broadcast")),
-      barrier_(kind(metrics, "barrier")) {}
+      metrics_(metrics),
+      allreduce_(make_kind(metrics, "allreduce")),
+      allgather_(make_kind(metrics, "allgather")),
+      reduce_scatter_(make_kind(metrics, "reduce_scatter")),
+      broadcast_(make_kind(metrics, "broadcast")),
+      barrier_(make_kind(metrics, "barrier")) {}
+
+TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics)
+    : TimedCommunicator(*inner, metrics) {
+  owned_ = std::move(inner);
+}
 
 double TimedCommunicator::sum_bytes(const std::vector<int64_t>& counts) {
   return static_cast<double>(std::accumulate(counts.begin(), counts.end(), int64_t{0})) * sizeof(float);
@@ -69,6 +74,11 @@ Status TimedCommunicator::broadcast(void* data, int64_t bytes, int root, std::st
 
 Status TimedCommunicator::barrier(std::string_view what) {
   return timed(barrier_, 0.0, [&] { return inner_.barrier(what); });
+}
+
+Result<std::unique_ptr<Communicator>> TimedCommunicator::split(int color, int key) {
+  KOI_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub, inner_.split(color, key));
+  return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(sub), metrics_));
 }
 
 }  // namespace koi::train

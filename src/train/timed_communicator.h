@@ -1,11 +1,12 @@
 // TimedCommunicator: a Communicator that forwards every collective to another and adds its
 // wall time to TrainMetrics' koi_train_collective_seconds_total{collective} and one to
-// koi_train_collectives_total{collective} and the size of its full buffer to
-// koi_train_collective_bytes_total{collective} (also summed in bytes(), which the trainer logs
-// per step), collective being the kind (allreduce, allgather, reduce_scatter, broadcast,
-// barrier; the per-call names such as "allreduce grads bucket 3" would make a series per
-// bucket). A non-blocking collective counts at its start and its time is the time wait()
-// blocked. Not thread-safe, like every Communicator.
+// koi_train_collectives_total{collective}, collective being the kind (allreduce, allgather,
+// reduce_scatter, broadcast, barrier; the per-call names such as "allreduce grads bucket 3"
+// would make a series per bucket), and the bytes this rank handed to it to
+// koi_train_collective_bytes_total{collective} (the payload: an allreduce of n floats counts
+// 4n, an allgather the whole gathered buffer, a reduce-scatter its whole input). A non-blocking collective counts at its start and
+// its time is the time wait() blocked. split() returns a TimedCommunicator over the split one,
+// on the same metrics. Not thread-safe, like every Communicator.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,8 @@ class TimedCommunicator final : public Communicator {
  public:
   // inner and metrics must outlive this.
   TimedCommunicator(Communicator& inner, TrainMetrics& metrics);
+  // Owns inner (a split communicator).
+  TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics);
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -36,8 +39,7 @@ class TimedCommunicator final : public Communicator {
   void progress() override { inner_.progress(); }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
-  // Bytes of every collective so far (the sum of koi_train_collective_bytes_total).
-  double bytes() const { return bytes_; }
+  Result<std::unique_ptr<Communicator>> split(int color, int key) override;
   [[noreturn]] void abort(int exit_code) override {
     inner_.abort(exit_code);
     __builtin_unreachable();  // inner_.abort does not return
@@ -49,11 +51,10 @@ class TimedCommunicator final : public Communicator {
     metrics::Counter* calls;
     metrics::Counter* bytes;
   };
-  Kind kind(TrainMetrics& metrics, const char* name);
-  void count(const Kind& k, double bytes) {
+  static Kind make_kind(TrainMetrics& metrics, const char* name);
+  static void count(const Kind& k, double bytes) {
     k.calls->inc();
     k.bytes->inc(bytes);
-    bytes_ += bytes;
   }
   template <typename F>
   Status timed(const Kind& k, double bytes, F&& f) {
@@ -65,10 +66,11 @@ class TimedCommunicator final : public Communicator {
   }
   static double sum_bytes(const std::vector<int64_t>& counts);
 
+  std::unique_ptr<Communicator> owned_;  // a split communicator; inner_ refers to it
   Communicator& inner_;
+  TrainMetrics& metrics_;
   Kind allreduce_, allgather_, reduce_scatter_, broadcast_, barrier_;
   std::map<int64_t, const Kind*> started_;  // non-blocking collectives in flight, by ticket
-  double bytes_ = 0.0;
 };
 
 }  // namespace koi::train

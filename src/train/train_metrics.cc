@@ -3,6 +3,10 @@
 #include <vector>
 
 namespace koi::train {
+
+namespace {
+constexpr const char* kCollectiveKinds[] = {"allreduce", "allgather", "reduce_scatter", "broadcast", "barrier"};
+}  // namespace
 namespace {
 
 const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -47,14 +51,19 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})),
       collective_bytes(r.counter("koi_train_collective_bytes_total",
-                                 "Bytes of the collectives' full buffers (an allreduce's data, an allgather's "
-                                 "gathered result, a reduce-scatter's input), by kind.",
+                                 "Bytes handed to collectives, by kind (an allreduce of n floats counts 4n).",
                                  {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "reduce_scatter", "broadcast", "barrier"}) {
+  for (const char* kind : kCollectiveKinds) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
     collective_bytes.labels({kind});
   }
+}
+
+double TrainMetrics::collective_bytes_total() {
+  double sum = 0.0;
+  for (const char* kind : kCollectiveKinds) sum += collective_bytes.labels({kind}).value();
+  return sum;
 }
 
 }  // namespace koi::train

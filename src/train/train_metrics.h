@@ -14,7 +14,7 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
-//   koi_train_collective_bytes_total{collective}    bytes of the collectives' full buffers
+//   koi_train_collective_bytes_total{collective}    bytes rank 0 handed to them (the payload)
 // (collective: allreduce, allgather, reduce_scatter, broadcast, barrier; see TimedCommunicator.)
 #pragma once
 
@@ -44,6 +44,10 @@ struct TrainMetrics {
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
   metrics::Family<metrics::Counter> collective_bytes;
+
+  // The sum of collective_bytes over the kinds: every byte this process's communicators (the
+  // world and the mesh's axes) handed to collectives so far.
+  double collective_bytes_total();
 };
 
 }  // namespace koi::train

@@ -22,6 +22,7 @@
 #include "train/flops.h"
 #include "train/llama_train.h"
 #include "train/timed_communicator.h"
+#include "train/tensor_parallel.h"
 #include "train/train_metrics.h"
 #include "train/zero.h"
 
@@ -133,18 +134,20 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
 // each rank computes its part of every batch.
-Result<float> estimate_loss(LlamaTrain& model, Communicator& comm, TokenRange tokens, const TrainConfig& c, int T,
+// each data-parallel rank computes its part of every batch (dp: the mesh's dp group).
+Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange tokens, const TrainConfig& c, int T,
                             uint64_t seed) {
   BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
-  const int rank_batch = c.batch_size / comm.size();
-  const int64_t first = int64_t{comm.rank()} * rank_batch * T;  // this rank's first token of a batch
+  const int rank_batch = c.batch_size / dp.size();
+  const int64_t first = int64_t{dp.rank()} * rank_batch * T;  // this rank's first token of a batch
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
     sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
+    KOI_RETURN_IF_ERROR(model.parallel_status());
   }
-  KOI_RETURN_IF_ERROR(comm.allreduce_sum(&sum, 1, "allreduce eval loss"));
+  KOI_RETURN_IF_ERROR(dp.allreduce_sum(&sum, 1, "allreduce eval loss"));
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
 }
 
@@ -311,6 +314,59 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   return c;
 }
 
+// The run's starting weights and optimizer state in model (of the full config) and full:
+// the fine-tuned model's, a random initialisation, or the checkpoint's.
+Status initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                     LlamaTrain* model, AdamW* full) {
+  if (ckpt_dir.empty() && base) return load_base_weights(*base, model);
+  if (ckpt_dir.empty()) {
+    model->init_random(c.seed);
+    return ok_status();
+  }
+  return load_checkpoint(ckpt_dir, model, full);
+}
+
+// The model (this rank's part under tensor parallelism) and the optimizer state to load with
+// DistributedAdamW::load_full_state, from initial_state on the full model (full_config): sliced
+// under tp. opt_state is sized for model's parameters.
+Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                          const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
+                          LlamaTrain* model, AdamW* opt_state) {
+  if (tp == nullptr) return initial_state(c, base, ckpt_dir, model, opt_state);
+  KOI_ASSIGN_OR_RETURN(LlamaTrain whole, LlamaTrain::create(full_config, pool));
+  AdamW full(c.adam, tp->full_size());
+  KOI_RETURN_IF_ERROR(initial_state(c, base, ckpt_dir, &whole, &full));
+  tp->slice(whole.params().data(), model->params().data());
+  opt_state->set_steps(full.steps());
+  tp->slice(full.m().data(), opt_state->m().data());
+  tp->slice(full.v().data(), opt_state->v().data());
+  return ok_status();
+}
+
+// Under tensor parallelism: the full weights and optimizer state gathered from every tp rank
+// into *whole and *whole_opt (created on first use) when keep (the rank that writes the
+// checkpoint); the other ranks take part in the gathers and drop the result.
+Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, AdamW& shard_opt, bool keep,
+                         const AdamWConfig& adam, std::optional<LlamaTrain>* whole, std::optional<AdamW>* whole_opt,
+                         const model::ModelConfig& full_config, ThreadPool* pool) {
+  if (!keep) {
+    std::vector<float> dropped;
+    KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &dropped, "allgather tp params"));
+    KOI_RETURN_IF_ERROR(tp.gather(shard_opt.m(), &dropped, "allgather tp adam m"));
+    return tp.gather(shard_opt.v(), &dropped, "allgather tp adam v");
+  }
+  if (!whole->has_value()) {
+    KOI_ASSIGN_OR_RETURN(LlamaTrain created, LlamaTrain::create(full_config, pool));
+    whole->emplace(std::move(created));
+    whole_opt->emplace(adam, tp.full_size());
+  }
+  KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &(*whole)->params(), "allgather tp params"));
+  KOI_RETURN_IF_ERROR(tp.gather(shard_opt.m(), &(*whole_opt)->m(), "allgather tp adam m"));
+  KOI_RETURN_IF_ERROR(tp.gather(shard_opt.v(), &(*whole_opt)->v(), "allgather tp adam v"));
+  (*whole_opt)->set_steps(shard_opt.steps());
+  return ok_status();
+}
+
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -319,14 +375,26 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   TimedCommunicator timed_comm(comm != nullptr ? *comm : local, step_metrics);
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
+  KOI_ASSIGN_OR_RETURN(Mesh mesh, Mesh::create(cm, c.mesh));
+  if (mesh.shape().pp > 1 || mesh.shape().ep > 1) {
+    return Status::unsupported("mesh " + mesh.shape().to_string() +
+                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
+  }
   if (c.zero_stage >= 2 && c.lora.rank > 0) {
     return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
                                     " shards the whole model's weights and gradients, and a LoRA run trains only its "
                                     "adapters; use zero 0 or 1 with lora_rank");
   }
-  if (c.batch_size % ranks != 0) {
+  if (c.zero_stage >= 2 && mesh.shape().tp > 1) {
+    return Status::unsupported("train.zero " + std::to_string(c.zero_stage) +
+                               " with tensor parallelism (--tp) is not built yet; use zero 0 or 1 with --tp");
+  }
+  const int dp_ranks = mesh.dp().size();
+  if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
-                                    std::to_string(ranks) + " ranks; use a multiple of the rank count");
+                                    std::to_string(dp_ranks) +
+                                    (dp_ranks == ranks ? " ranks; use a multiple of the rank count"
+                                                       : " data-parallel ranks (--dp); use a multiple of the dp size"));
   }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
@@ -366,8 +434,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     for (const MappedFile& text : texts) views.push_back(text.view());
     state.chars = CharVocab::from_texts(views).chars();
   }
-  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / ranks;
-  const int64_t first = int64_t{rank} * rank_batch * T;  // this rank's first token of a batch
+  const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / dp_ranks;
+  const int64_t first = int64_t{mesh.dp_rank()} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
@@ -375,32 +443,35 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model::ModelConfig mc = base ? base->config : c.model;
   if (!base) mc.n_vocab = tokenizer_vocab(state);
   ThreadPool pool(c.threads);
-  KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(mc, &pool));
+  std::optional<TensorParallel> tp;  // this rank's part of every layer
+  if (mesh.shape().tp > 1) {
+    KOI_ASSIGN_OR_RETURN(tp, TensorParallel::create(mc, &mesh.tp(), c.lora.rank > 0));
+  }
+  KOI_ASSIGN_OR_RETURN(LlamaTrain model, LlamaTrain::create(tp ? tp->shard_config() : mc, &pool));
   if (c.lora.rank > 0) KOI_RETURN_IF_ERROR(model.add_lora(c.lora, c.seed));
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
+  if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
   // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
   std::optional<DistributedAdamW> opt;
-  if (c.zero_stage < 2) opt.emplace(&cm, c.adam, model.trainable_layout(), c.zero_stage);
-  std::optional<AdamW> resumed;  // the checkpoint's optimizer state
-  if (ckpt_dir.empty() && base) {
-    KOI_RETURN_IF_ERROR(load_base_weights(*base, &model));
-  } else if (ckpt_dir.empty()) {
-    model.init_random(c.seed);
-  } else {
-    resumed.emplace(c.adam, static_cast<int64_t>(model.trainable_params().size()));
-    KOI_RETURN_IF_ERROR(load_checkpoint(ckpt_dir, &model, &*resumed));
-    if (opt) opt->load_full_state(*resumed);
-    if (rank == 0) {
-      std::fprintf(stderr, "resuming from %s (step %lld%s)\n", ckpt_dir.c_str(), static_cast<long long>(state.step),
-                   state.layout.empty() ? "" : (", written by " + state.layout).c_str());
-    }
+  if (c.zero_stage < 2) opt.emplace(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
+  std::optional<AdamW> resumed;  // a checkpoint's optimizer state, for ZeRO-2/3
+  {
+    AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
+    KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
+    if (!ckpt_dir.empty() && opt) opt->load_full_state(opt_state);
+    if (!ckpt_dir.empty() && !opt) resumed.emplace(std::move(opt_state));
+  }
+  if (!ckpt_dir.empty() && rank == 0) {
+    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s%s)\n", ckpt_dir.c_str(),
+                 static_cast<long long>(state.step), state.mesh.c_str(),
+                 state.zero_stage > 0 ? fmt::format(", ZeRO-{}", state.zero_stage).c_str() : "");
   }
   const int64_t num_params = static_cast<int64_t>(model.params().size());
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
   std::unique_ptr<ShardedDataParallel> zero;
   if (c.zero_stage >= 2) {
-    zero = std::make_unique<ShardedDataParallel>(&cm, &model, c.adam, c.zero_stage, c.overlap);
+    zero = std::make_unique<ShardedDataParallel>(&mesh.dp(), &model, c.adam, c.zero_stage, c.overlap);
     if (resumed) zero->load_full_state(*resumed);
   }
   resumed.reset();
@@ -429,7 +500,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const std::string parallel =
         ranks == 1 && c.zero_stage < 2
             ? ""
-            : fmt::format(" x {} ranks{}", ranks, c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "");
+            : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(),
+                          c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "");
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
@@ -458,15 +530,19 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   });
   if (trace) trace->name_track(0, "step loop"), trace->name_track(1, "checkpoint writer");
   // The loop pauses only to copy the state; rank 0's writer thread writes it.
+  std::optional<LlamaTrain> whole;  // under tp: the gathered full model and optimizer state
+  std::optional<AdamW> whole_opt;
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
-    state.layout = fmt::format("dp={} zero={}", ranks, c.zero_stage);
+    state.mesh = mesh.shape().to_string();
+    state.zero_stage = c.zero_stage;
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
     auto write = [&](AdamW& full) -> Status {
+      if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, rank == 0, c.adam, &whole, &whole_opt, mc, &pool));
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
-      CheckpointSnapshot snapshot = snapshot_checkpoint(state, model, full);
+      CheckpointSnapshot snapshot = tp ? snapshot_checkpoint(state, *whole, *whole_opt) : snapshot_checkpoint(state, model, full);
       const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
@@ -475,10 +551,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, cm, val_tokens, c, T, c.seed + 1));
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, mesh.dp(), val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, cm, train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, mesh.dp(), train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
@@ -498,10 +574,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const int64_t first_step = state.step;
   if (zero) zero->reset_peak();
   while (state.step < c.steps) {
-    cm.set_step(state.step + 1);
+    mesh.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
-    const double bytes_before = timed_comm.bytes();
+    const double bytes_before = step_metrics.collective_bytes_total();
     model.zero_grad();
     if (zero) zero->zero_grad();
     double loss = 0.0;
@@ -514,9 +590,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       }
       trace::Span span(trace, "backward", "compute");
       model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
+      KOI_RETURN_IF_ERROR(model.parallel_status());
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
-    step_stats[0] = loss;
+    step_stats[0] = mesh.tp_rank() == 0 ? loss : 0.0;  // the tp ranks of a dp rank share one loss
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (zero) {
@@ -524,7 +601,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       KOI_RETURN_IF_ERROR(zero->finish_backward());
     } else {
       trace::Span span(trace, "allreduce grads", "collective");
-      KOI_RETURN_IF_ERROR(allreduce_grads(cm, model.trainable_grads(), bucket_floats));
+      KOI_RETURN_IF_ERROR(allreduce_grads(mesh.dp(), model.trainable_grads(), bucket_floats));
     }
     {
       trace::Span span(trace, "allreduce loss and step times", "collective");
@@ -536,6 +613,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       trace::Span span(trace, "clip grad norm", "optimizer");
       if (zero) {
         KOI_ASSIGN_OR_RETURN(norm, zero->clip_grad_norm(c.grad_clip));
+      } else if (tp) {
+        KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
       } else {
         norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
       }
@@ -584,7 +663,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
         for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
         json += "]";
         // Bytes of rank 0's collectives in the step (TimedCommunicator), for the ZeRO benchmarks.
-        json += fmt::format(",\"comm_bytes\":{:.0f}", timed_comm.bytes() - bytes_before);
+        json += fmt::format(",\"comm_bytes\":{:.0f}", step_metrics.collective_bytes_total() - bytes_before);
         for (int r : stragglers.observe(rank_ms)) {
           std::fprintf(stderr,
                        "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
@@ -605,7 +684,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       break;
     }
   }
-  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, cm, metrics));
+  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, mesh.dp(), metrics));
   if (!result.stopped) {
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());

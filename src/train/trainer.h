@@ -27,6 +27,9 @@
 // instead (zero.h), and after the steps every rank's memory is reported; rank 0 alone prints, writes metrics (with every rank's step time, and
 // flags stragglers) and writes checkpoints, which hold the full state and so resume on any
 // number of ranks. A collective that hangs fails the run with DeadlineExceeded (collectives.h).
+// Under a device mesh (config.mesh) the batch splits over the dp group only and every layer
+// over the tp group (tensor_parallel.h); checkpoints hold full tensors, so they resume under
+// any mesh.
 // One run per process; the work runs on a ThreadPool of `threads` threads.
 #pragma once
 
@@ -42,6 +45,7 @@
 #include "model/model_config.h"
 #include "train/collectives.h"
 #include "train/lora.h"
+#include "train/mesh.h"
 #include "train/optimizer.h"
 
 namespace koi::train {
@@ -77,6 +81,10 @@ struct TrainConfig {
   int zero_stage = 0;
   bool overlap = true;      // ZeRO-2/3: non-blocking collectives overlapped with compute
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
+  // The device mesh (`--dp --tp --pp --ep`, mesh.h); dp 0: the ranks left over. Tensor
+  // parallel (tp > 1, tensor_parallel.h) splits every layer over tp ranks; data parallel
+  // splits the batch over dp.
+  MeshShape mesh;
   // Mixture of experts (model.experts > 0): the weight of the router's load-balancing loss
   // (moe_train.h) in the objective; the logged training loss includes it, evaluations do not.
   float moe_aux_loss_coef = 0.01f;

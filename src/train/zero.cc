@@ -219,10 +219,10 @@ Status ShardedDataParallel::finish_backward() {
 
 Result<float> ShardedDataParallel::clip_grad_norm(float max_norm) {
   KOI_RETURN_IF_ERROR(status_);
-  double ss = grad_sum_of_squares(grads_);
+  double ss = sum_of_squares(grads_.data(), own_size_);
   KOI_RETURN_IF_ERROR(comm_->allreduce_sum(&ss, 1, "allreduce grad norm"));
   const float norm = static_cast<float>(std::sqrt(ss));
-  clip_grads_to(grads_, norm, max_norm);
+  scale_to_max_norm(grads_, norm, max_norm);
   return norm;
 }
 
