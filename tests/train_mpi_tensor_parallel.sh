@@ -21,7 +21,7 @@ expect_close "$WORK/one" "$WORK/tp2" 1e-5 "TP=2 on 2 ranks vs 1 process"
 expect_close "$WORK/one" "$WORK/dp2tp2" 1e-5 "DP=2 x TP=2 (ZeRO-1) on 4 ranks vs 1 process"
 [ "$(losses "$WORK/dp2tp2" | wc -l)" -eq 20 ] || { echo "FAIL: DP=2 x TP=2 did not log 20 steps"; exit 1; }
 # The checkpoint holds whole tensors (the same shapes as one process's) and names the mesh.
-grep -q '"layout":{"tensors":"full","mesh":"dp=2 tp=2 pp=1 ep=1"}' "$WORK/dp2tp2/ckpt-00000020/state.json" ||
+grep -q '"layout":{"tensors":"full","mesh":"dp=2 tp=2 pp=1 ep=1","zero":1}' "$WORK/dp2tp2/ckpt-00000020/state.json" ||
   { echo "FAIL: state.json layout"; cat "$WORK/dp2tp2/ckpt-00000020/state.json"; exit 1; }
 cmp <(head -c 8 "$WORK/one/ckpt-00000020/model.safetensors") <(head -c 8 "$WORK/dp2tp2/ckpt-00000020/model.safetensors") ||
   { echo "FAIL: the TP checkpoint's header differs from one process's (not whole tensors)"; exit 1; }
