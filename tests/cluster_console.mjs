@@ -2,7 +2,9 @@
 // playwright-core. Prints one line per check ("ok: ..."); at "idle: ..." it waits for a line on
 // stdin (the Python side has started the load and cancelled waits-for-quota) before reading on. Exits 1 with
 // "FAIL: ..." and a screenshot of the page on the first failed check.
-//   node cluster_console.mjs '{"url", "alpha", "beta", "admin", "chromium", "artifacts", "npm", "pendingReason"}'
+// At "nodes: ..." it waits again (the Python side has started a busy job).
+//   node cluster_console.mjs '{"url", "alpha", "beta", "admin", "chromium", "artifacts", "npm", "pendingReason",
+//                              "node", "memoryTotalBytes", "gpu", "busyShare"}'
 import path from 'node:path';
 import readline from 'node:readline';
 import { createRequire } from 'node:module';
@@ -175,7 +177,43 @@ async function admin(browser) {
   await waitFor('the deployment for the admin', () => document.querySelector('.deployment[data-key="alpha/stories"]'));
   ok('the admin sees the jobs of ' + namespaces.join(' and ') + ' and alpha\'s deployment');
   await shot('console-admin.png');
+  await nodeUsage();
   await page.context().close();
+}
+
+// The nodes table's measured figures (status.usage, sampled every second by the local executor):
+// CPU utilisation, memory in use and the GPU cell, and a chart that gains points. Then a busy
+// job (config.busyShare of the machine's CPUs spinning) runs and the CPU figure reaches that share.
+async function nodeUsage() {
+  const row = `#nodes tr[data-node="${config.node}"]`;
+  const reading = () => page.$eval(row, (r) => ({
+    cpu: r.querySelector('td.cpu-utilization')?.dataset.value, memory: r.querySelector('td.memory-used')?.dataset.value,
+    gpu: r.querySelector('td.gpu-usage')?.textContent, points: Number(r.querySelector('svg.spark')?.dataset.points || 0),
+    text: r.querySelector('td.cpu-utilization')?.textContent }));
+  await waitFor('a measured CPU figure in the nodes table', (r) => {
+    const v = document.querySelector(`${r} td.cpu-utilization`)?.dataset.value;
+    return v !== undefined && v !== '';
+  }, row);
+  const before = await reading();
+  const cpu0 = Number(before.cpu);
+  check(cpu0 >= 0 && cpu0 <= 1, 'CPU utilisation is a fraction: ' + before.cpu);
+  check(Number(before.memory) > 0 && Number(before.memory) < config.memoryTotalBytes,
+        `memory in use ${before.memory} lies within the machine's ${config.memoryTotalBytes} bytes`);
+  check(config.gpu ? /^GPU 0: /.test(before.gpu) : before.gpu === 'no GPU (nvidia-smi not found)',
+        'the GPU cell: ' + before.gpu);
+  // The figure is measured, not fixed: the chart gains points and the text follows the samples.
+  const grown = await waitFor('the node chart gaining points', (a) => {
+    const n = Number(document.querySelector(`${a[0]} svg.spark`).dataset.points);
+    return n > a[1] && n;
+  }, [row, before.points]);
+  ok(`node ${config.node}: CPU ${before.text}, memory ${before.memory} bytes, ${before.gpu}; chart ${before.points} -> ${grown} points`);
+  console.log(`nodes: CPU ${before.text}`);
+  await lines.next();  // the busy job runs
+  const busy = await waitFor(`CPU utilisation reaching ${config.busyShare} under the busy job`, (a) =>
+    Number(document.querySelector(`${a[0]} td.cpu-utilization`).dataset.value) >= a[1] &&
+    document.querySelector(`${a[0]} td.cpu-utilization`).textContent, [row, config.busyShare]);
+  ok(`under the busy job: CPU ${busy} (before: ${before.text}; at least ${config.busyShare} expected)`);
+  await shot('console-nodes-busy.png');
 }
 
 async function badToken(browser) {

@@ -9,10 +9,16 @@ the job that waits for quota shows plan()'s reason, and its cancel
 arrives over the watch stream; the deployment's QPS and latency charts are flat while idle and
 move once load starts; beta's token
 sees beta's job and none of alpha's (and alpha's job by its address says not found); an unknown
-token is refused; the admin sees both tenants' jobs. The same boundary is checked on the console's new routes over plain HTTP.
+token is refused; the admin sees both tenants' jobs and the nodes table's measured figures (CPU
+utilisation, memory in use, "no GPU" without nvidia-smi), whose chart gains points and whose CPU
+figure reaches the busy share while a job spins on the machine's CPUs. The same boundary is checked
+on the console's new routes over plain HTTP; the nodes' figures over the API against /proc and on
+/metrics.
 Screenshots go to $KOI_ARTIFACT_DIR (the build folder's test-artifacts/console)."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
 
@@ -80,6 +86,38 @@ def check_api_boundary(env):
     ok("the metrics routes keep the tenant boundary")
 
 
+def meminfo(key):
+    with open("/proc/meminfo") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
+
+
+def check_node_usage_api(env):
+    """n0's status.usage against this machine's /proc/meminfo (read here, within 10% of the total:
+    other programs allocate meanwhile), and the koi_cluster_node_* gauges on /metrics."""
+    code, body = env.cp.http("GET", "/apis/v1/nodes", OPS_TOKEN)
+    check(code == 200, "GET nodes: %d %s" % (code, body))
+    u = [n for n in json.loads(body)["items"] if n["metadata"]["name"] == "n0"][0]["status"]["usage"]
+    total, used = meminfo("MemTotal"), meminfo("MemTotal") - meminfo("MemAvailable")
+    check(u["source"] == "/proc" and u["memoryTotalBytes"] == total, "n0's usage: %s" % u)
+    check(abs(u["memoryUsedBytes"] - used) < 0.1 * total, "memory in use %d against /proc's %d" % (u["memoryUsedBytes"], used))
+    check(0 <= u["cpuUtilization"] <= 1 and len(u["history"]) >= 2, "CPU %s, %d samples" % (u["cpuUtilization"], len(u["history"])))
+    check(bool(u["gpus"]) == bool(shutil.which("nvidia-smi")), "GPUs %s (%s)" % (u["gpus"], u.get("gpuNote")))
+    code, text = env.cp.http("GET", "/metrics")
+    for family in ("koi_cluster_node_cpu_utilization_ratio", "koi_cluster_node_memory_used_bytes",
+                   "koi_cluster_node_memory_total_bytes", "koi_cluster_node_load1"):
+        m = re.search(r'^%s\{node="n0"\} (\S+)$' % family, text, re.M)
+        check(m is not None, "%s{node=\"n0\"} on /metrics" % family)
+    ok("n0 measured: CPU %.3f, memory %d of %d bytes (/proc says %d), %s" %
+       (u["cpuUtilization"], u["memoryUsedBytes"], total, used, u.get("gpuNote") or u["gpus"]))
+
+
+def busy_job(env, spinners):
+    """A job whose `spinners` shells spin on the CPU until it is cancelled."""
+    script = "for i in $(seq %d); do (while :; do :; done) & done; wait" % spinners
+    submit(env, TOKEN, "busy", {"command": ["sh", "-c", script], "resources": {"cpu": spinners, "memoryMiB": 64}})
+    env.cp.wait_phase(TOKEN, "busy", ["Running"])
+
+
 def run(env):
     seed_model(env, "alpha", "stories", [env.good], {"production": 1})
     spec = {"model": "stories@production", "replicas": {"min": 1, "max": 1}, "resources": {"cpu": 1, "memoryMiB": 512},
@@ -108,7 +146,12 @@ def run(env):
         if old.endswith(".png"):
             os.remove(os.path.join(ARTIFACTS, old))
     config = {"url": env.cp.url, "alpha": TOKEN, "beta": BETA_TOKEN, "admin": OPS_TOKEN, "chromium": CHROMIUM,
-              "artifacts": os.path.abspath(ARTIFACTS), "npm": NPM_DIR, "pendingReason": pending["status"]["message"]}
+              "artifacts": os.path.abspath(ARTIFACTS), "npm": NPM_DIR, "pendingReason": pending["status"]["message"],
+              "node": "n0", "memoryTotalBytes": meminfo("MemTotal"), "gpu": shutil.which("nvidia-smi") is not None}
+    # The busy job spins on up to 4 CPUs (the queue's room) with a CPU limit of as many cores:
+    # while it runs, at least that share of the machine's CPUs is busy, whatever else runs.
+    spinners = min(os.cpu_count(), 4)
+    config["busyShare"] = round(0.9 * spinners / os.cpu_count(), 3)
     browser = subprocess.Popen(["node", os.path.join(HERE, "cluster_console.mjs"), json.dumps(config)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     load = None
@@ -118,6 +161,11 @@ def run(env):
             if line.startswith("idle:"):  # the browser has read the idle charts: start the load
                 load = env.load(2, "stories")
                 env.cp.koi(TOKEN, "job", "cancel", "waits-for-quota")
+                browser.stdin.write("go\n")
+                browser.stdin.flush()
+            if line.startswith("nodes:"):  # the browser has read the nodes table: start the busy job
+                check_node_usage_api(env)
+                busy_job(env, spinners)
                 browser.stdin.write("go\n")
                 browser.stdin.flush()
         browser.wait(timeout=120)
@@ -132,6 +180,7 @@ def run(env):
         if browser.poll() is None:
             browser.kill()
     env.cp.koi(TOKEN, "job", "cancel", "train-loss")
+    env.cp.koi(TOKEN, "job", "cancel", "busy")
     env.cp.koi(BETA_TOKEN, "job", "cancel", "beta-secret")
 
 

@@ -1,10 +1,13 @@
 """koi cluster: a 2-rank koi train job whose rank 1 is slowed (SIGSTOP/SIGCONT, 100 ms of
 every 102) is diagnosed from its metrics.jsonl: a Straggler condition and Warning event name
 rank 1 and its slowdown against the ranks' median, and a SlowProgress one compares the job's
-recent step time with its own history. Then rank 1 is stopped for good: the Hung diagnosis
-names rank 1 by its pid, and the job fails (about 25 s in all)."""
+recent step time with its own history. Then rank 1 is stopped for good: the trainer's collective
+watchdog (--collective-timeout 3, within the job's hangTimeoutSeconds 8) ends the job, and the
+Hung diagnosis quotes its report, naming the collective and the silent rank 1; the job fails
+(about 25 s in all). (tests/cluster_hang.py covers a hang the control plane times out itself.)"""
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -52,7 +55,7 @@ def run(cp):
                                        "model: {dim: 128, layers: 4, heads: 4, ffn_dim: 352, context: 64}")
     open(recipe, "w").write(text)
     ckpt = os.path.join(cp.root, "ckpt")
-    spec = {"kind": "train", "recipe": recipe, "args": ["--threads", "1"], "checkpointDir": ckpt, "replicas": 2,
+    spec = {"kind": "train", "recipe": recipe, "args": ["--threads", "1", "--collective-timeout", "3"], "checkpointDir": ckpt, "replicas": 2,
             "resources": {"gpu": 1, "cpu": 1}, "restartPolicy": {"maxRestarts": 0},
             "hangTimeoutSeconds": 8, "terminationGracePeriodSeconds": 2}
     cp.koi(A, "job", "submit", "-f", write(cp.root, "train.json", manifest("dp", spec)))
@@ -102,18 +105,23 @@ def run(cp):
     print("ok:", straggler)
     print("ok:", slowdown)
 
-    # Rank 1 stopped for good: rank 0 waits in its allreduce, nothing progresses, and the Hung
-    # diagnosis names the stopped rank (mpirun puts each rank in a process group of its own).
+    # Rank 1 stopped for good: rank 0 waits in an allreduce until its watchdog gives up (3 s),
+    # finds rank 1 silent in the roll call and ends the job; the Hung diagnosis quotes the report.
     os.kill(slow, signal.SIGSTOP)
     end = time.time() + 40
     while time.time() < end and not diagnosis(cp, "Hung"):
         time.sleep(0.2)
     hung = diagnosis(cp, "Hung")
-    check(len(hung) == 1 and f"rank 1 (pid {slow}, koi) is stopped (SIGSTOP or SIGTSTP)" in hung[0]["message"],
-          "Hung names the stopped rank: %s" % hung)
+    check(len(hung) == 1 and re.search(r"after the trainer's watchdog: rank 0 step \d+: collective 'allreduce [a-z ]+"
+                                       r"( \d+)?' did not complete within 3 s; not responding: rank 1 ",
+                                       hung[0]["message"]) is not None,
+          "Hung quotes the watchdog's collective and silent rank: %s" % hung)
     print("ok:", hung[0]["message"])
+    events = [e for e in cp.koi_json(A, "job", "events", "dp")["items"] if e["reason"] == "Hung"]
+    check(len(events) == 1 and events[0]["type"] == "Warning" and events[0]["message"] == hung[0]["message"],
+          "one Hung Warning event: %s" % events)
     j = cp.wait_phase(A, "dp", ["Succeeded", "Failed"], deadline_s=60)
-    check(j["status"]["phase"] == "Failed" and "no progress" in j["status"]["message"], str(j["status"]))
+    check(j["status"]["phase"] == "Failed" and "exited with status" in j["status"]["message"], str(j["status"]))
 
 
 if __name__ == "__main__":

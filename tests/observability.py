@@ -19,7 +19,9 @@ DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "koi.json")
 # Families that only get a series when their event happens, which this test does not cause
 # (an upstream error needs a failing replica): they must be declared (# TYPE) on /metrics,
 # and known to Prometheus' metadata API.
-DECLARED_ONLY = {"koi_gateway_upstream_errors_total"}
+# The GPU gauges have series only where nvidia-smi answers.
+DECLARED_ONLY = {"koi_gateway_upstream_errors_total", "koi_cluster_node_gpu_utilization_ratio",
+                 "koi_cluster_node_gpu_memory_used_bytes", "koi_cluster_node_gpu_memory_total_bytes"}
 CLUSTER = ch.two_tenant_config()
 # The families the issue asks for, by program, with a series each.
 FAMILIES = {
@@ -32,7 +34,9 @@ FAMILIES = {
               "koi:engine_step_duration_seconds_count", "koi:generation_tokens_total"],
     "gateway": ["koi_gateway_requests_total", "koi_gateway_request_duration_seconds_count"],
     "cluster": ["koi_cluster_queue_pending_jobs", "koi_cluster_queue_running_jobs", "koi_cluster_admissions_total",
-                "koi_cluster_preemptions_total", "koi_cluster_restarts_total"],
+                "koi_cluster_preemptions_total", "koi_cluster_restarts_total",
+                "koi_cluster_node_cpu_utilization_ratio", "koi_cluster_node_memory_used_bytes",
+                "koi_cluster_node_memory_total_bytes", "koi_cluster_node_load1"],
 }
 
 
@@ -162,8 +166,9 @@ def prometheus_check(env, targets):
         for name in DECLARED_ONLY:
             meta = json.loads(get(api + "metadata?metric=" + urllib.parse.quote(name.removesuffix("_total"))))["data"]
             meta.update(json.loads(get(api + "metadata?metric=" + urllib.parse.quote(name)))["data"])
-            gh.check(any(m["type"] == "counter" for ms in meta.values() for m in ms),
-                     f"prometheus knows the family {name} (a counter) with no series yet")
+            kind = "counter" if name.endswith("_total") else "gauge"
+            gh.check(any(m["type"] == kind for ms in meta.values() for m in ms),
+                     f"prometheus knows the family {name} (a {kind}) with no series yet")
     finally:
         prom.terminate()
         prom.wait(10)

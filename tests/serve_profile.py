@@ -4,7 +4,11 @@
 with its ops, and head), sample and update; the step spans sum to within 5% of
 koi:engine_step_duration_seconds_sum, and each step's parts to within 5% of the step; every
 request sent has a request span (waiting, prefill, decode) with the output tokens the client
-received. The same for koi bench offline --profile."""
+received, and an "http request" span (parse, queued, respond) on an http track, with the id the
+client got, ordered against its engine span: queued ends before the engine's request span begins,
+respond begins after its first token and ends after the engine's span. A third of the requests
+stream. The engine's parts the same for koi bench offline, koi bench model and koi bench serve
+--in-process with --profile (and koi bench serve --url refuses --profile)."""
 import concurrent.futures, json, os, re, signal, subprocess, sys, tempfile, urllib.request
 
 import trace_check
@@ -32,6 +36,51 @@ def post(url, body):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
+
+
+def post_stream(url, body):
+    """A streamed completion: its id and usage (from the usage chunk), as post() returns them."""
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    out = {}
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                out["id"] = chunk["id"]
+                if chunk.get("usage"):
+                    out["usage"] = chunk["usage"]
+    return out
+
+
+def check_http(roots, answers, requests, what):
+    """One "http request" span per request, holding parse, queued and respond, on an http track,
+    ordered against the engine's request span of the same id."""
+    http = [e for e in roots if e["name"] == "http request"]
+    engine_by_id = {r["args"]["id"]: r for r in requests}
+    slack = 0.002  # us: timestamps are printed to 1 ns
+    for h in http:
+        parts = [c["name"] for c in h["children"]]
+        if parts != ["parse", "queued", "respond"]:
+            fail(f"{what}: http request {h['args']['id']} holds {parts}")
+        if h["tid"] < 10000 or h["args"]["status"] != 200:
+            fail(f"{what}: http request {h['args']} on track {h['tid']}")
+        parse, queued, respond = h["children"]
+        r = engine_by_id.get(h["args"]["id"] + "-0")
+        if r is None:
+            fail(f"{what}: http request {h['args']['id']} has no engine request span")
+        prefill_end = r["children"][1]["ts"] + r["children"][1]["dur"]
+        if not (queued["ts"] + queued["dur"] <= r["ts"] + slack and respond["ts"] + slack >= prefill_end
+                and respond["ts"] + respond["dur"] + slack >= r["ts"] + r["dur"]):
+            fail(f"{what}: http request {h['args']['id']}: queued ends {queued['ts'] + queued['dur']}, engine span "
+                 f"{r['ts']}..{r['ts'] + r['dur']} (first token {prefill_end}), respond from {respond['ts']}")
+    ids = sorted(h["args"]["id"] for h in http)
+    check(ids == sorted(a["id"] for a in answers),
+          f"{what}: {len(http)} http request spans, one per request with the id the client got, each parse, queued "
+          "and respond, ordered against the engine's request span")
+    streamed = sum(1 for h in http if h["args"]["stream"])
+    check(streamed == sum(1 for i in range(REQUESTS) if i % 3 == 0), f"{what}: {streamed} of them streamed")
 
 
 def metric(text, name):
@@ -94,7 +143,8 @@ def serve(root, gguf):
         bodies = [{"model": "stories", "prompt": "Once upon a time" + " there was" * (i % 4), "max_tokens": 8 + 4 * i,
                    "temperature": 0} for i in range(REQUESTS)]
         with concurrent.futures.ThreadPoolExecutor(REQUESTS) as pool:
-            answers = list(pool.map(lambda b: post(url, b), bodies))
+            answers = list(pool.map(lambda ib: (post_stream if ib[0] % 3 == 0 else post)(url, ib[1]),
+                                    enumerate(bodies)))
         with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
             prom = r.read().decode()
         p.send_signal(signal.SIGTERM)
@@ -128,6 +178,7 @@ def serve(root, gguf):
     check(got == traced, f"the request spans' output tokens {traced} are what the clients received")
     prompts = sorted(a["usage"]["prompt_tokens"] for a in answers)
     check(prompts == sorted(r["args"]["prompt_tokens"] for r in requests), "and their prompt tokens")
+    check_http(roots, answers, requests, "serve")
 
 
 def bench(root, gguf):
@@ -147,6 +198,43 @@ def bench(root, gguf):
     check_requests(roots, 4 + 8, "bench offline")  # max(4, 2 x concurrency) per level
 
 
+def bench_model(root, gguf):
+    profile = os.path.join(root, "bench-model.json")
+    r = subprocess.run([KOI, "bench", "model", "-m", gguf, "-p", "32", "-n", "8", "-r", "1", "-t", "1",
+                        "--profile", profile], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail("koi bench model failed: " + r.stderr)
+    try:
+        events, roots = trace_check.check(profile)
+    except trace_check.TraceError as e:
+        fail("koi bench model's profile is not a well-formed, nested trace: " + str(e))
+    steps = check_steps(events, roots, "bench model")
+    # Two repetitions (the warm-up and one measured) of pp (one step) and tg (8 steps).
+    check(len(steps) == 2 * (1 + 8), f"bench model: {len(steps)} steps, 2 x (pp 1 + tg 8)")
+    requests = sorted((q["args"]["prompt_tokens"], q["args"]["output_tokens"]) for q in roots if q["name"] == "request")
+    check(requests == [(1, 8), (1, 8), (32, 1), (32, 1)], f"bench model: request spans (prompt, output tokens) {requests}")
+
+
+def bench_serve(root, gguf):
+    profile = os.path.join(root, "bench-serve.json")
+    r = subprocess.run([KOI, "bench", "serve", "--in-process", gguf, "--num-prompts", "6", "--input-len", "16",
+                        "--output-len", "8", "--max-concurrency", "3", "--profile", profile],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail("koi bench serve --in-process failed: " + r.stderr)
+    try:
+        events, roots = trace_check.check(profile)
+    except trace_check.TraceError as e:
+        fail("koi bench serve's profile is not a well-formed, nested trace: " + str(e))
+    check_steps(events, roots, "bench serve")
+    requests = check_requests(roots, 6, "bench serve")
+    check(sorted(q["args"]["output_tokens"] for q in requests) == [8] * 6, "bench serve: 8 output tokens each")
+    r = subprocess.run([KOI, "bench", "serve", "--url", "http://127.0.0.1:9", "--profile", profile],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0 and "use it with --in-process" in r.stderr,
+          "koi bench serve --url refuses --profile: " + r.stderr.strip())
+
+
 def main():
     root = tempfile.mkdtemp(prefix="koi-serve-profile-")
     gguf = os.path.join(root, "stories.gguf")
@@ -159,6 +247,8 @@ def main():
     check(r.returncode != 0 and "--profile" in r.stderr, "an unwritable --profile fails at start: " + r.stderr.strip())
     serve(root, gguf)
     bench(root, gguf)
+    bench_model(root, gguf)
+    bench_serve(root, gguf)
     print("PASS")
 
 

@@ -7,6 +7,8 @@
 // --mfu adds pp's model FLOPs utilisation: the forward FLOPs per token at T = --prompt
 // (train/flops.h, per layer) times pp's tokens/s, over the machine's measured fp32 matmul peak
 // (train::measure_peak_flops on as many threads as the engine's).
+// --profile FILE writes the engine's Chrome trace of every run, the warm-up included
+// (engine/step_trace.h: steps with forward per layer and op, one request span per run).
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -18,6 +20,7 @@
 #include "base/random.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/profile.h"
 #include "engine/engine_builder.h"
 #include "kernels/isa.h"
 #include "train/flops.h"
@@ -31,6 +34,7 @@ struct ModelBenchOptions {
   int gen = 128;
   int repetitions = 3;
   std::string json;
+  std::string profile;
   bool mfu = false;
 };
 
@@ -85,6 +89,9 @@ int run_model_bench(ModelBenchOptions o) {
   }
   if (Status s = engine::start_engine(**host, eo); !s.ok()) return fail(s.message());
   engine::Engine& core = *(*host)->engine;
+  auto profile = ProfileFile::open(o.profile);
+  if (!profile.ok()) return fail(profile.status().message());
+  core.set_trace(profile->recorder());
   Rng rng(1);
   auto token = [&] { return static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.n_vocab))); };
   auto request = [&](int num_prompt, int num_output) {
@@ -111,6 +118,7 @@ int run_model_bench(ModelBenchOptions o) {
       tg.push_back(o.gen / *tg_secs);
     }
   }
+  if (Status s = profile->finish(); !s.ok()) return fail(s.message());
   Figure fpp = summarize(pp), ftg = summarize(tg);
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
@@ -160,6 +168,8 @@ Runner setup_model_bench(CLI::App* app) {
   app->add_option("-n,--gen", o->gen, "generated tokens for tg")->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "measured runs (after one warm-up)")->capture_default_str();
   app->add_option("--json", o->json, "also write the results as JSON to this file");
+  app->add_option("--profile", o->profile,
+                  "write a Chrome trace (Perfetto JSON) of the engine's steps (forward per layer and op) to FILE");
   app->add_flag("--mfu", o->mfu,
                 "also print pp's model FLOPs utilisation against the measured fp32 matmul peak (docs/observability.md)");
   return [o] { return run_model_bench(*o); };

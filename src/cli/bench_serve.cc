@@ -5,11 +5,13 @@
 //   koi bench serve --url http://127.0.0.1:8000 --model stories --num-prompts 200 --max-concurrency 32
 //   koi bench serve --url ... --trace ../shared/traces/azure_llm_conv.csv --request-rate 4
 //   koi bench serve --in-process model.gguf ...   # the same workload on the engine, no HTTP
+//   koi bench serve --in-process model.gguf --profile t.json ...  # and the engine's profile
 //   koi bench serve --url DECODE --header x-koi-prefill-peer:HOST:KVPORT --slo-ttft-ms 2000 --slo-itl-ms 100
 #include <cstdio>
 
 #include "base/file.h"
 #include "cli/command.h"
+#include "cli/profile.h"
 #include "serve/load_gen.h"
 
 namespace koi::cli {
@@ -20,6 +22,7 @@ struct BenchServeOptions {
   serve::WorkloadConfig workload;
   std::string in_process;
   std::string result_file;
+  std::string profile;               // --in-process only: the engine's Chrome trace
   std::vector<std::string> headers;  // NAME:VALUE
 };
 
@@ -27,8 +30,16 @@ int run_bench_serve(const BenchServeOptions& o) {
   if (o.load.url.empty() == o.in_process.empty()) return fail("give exactly one of --url and --in-process");
   auto shapes = serve::make_workload(o.workload);
   if (!shapes.ok()) return fail(shapes.status().message());
-  auto report = o.in_process.empty() ? serve::run_http(o.load, *shapes) : serve::run_in_process(o.in_process, o.load, *shapes);
+  if (!o.profile.empty() && o.in_process.empty()) {
+    return fail("--profile records the engine in this process: use it with --in-process (profile a server with "
+                "koi serve --profile)");
+  }
+  auto profile = ProfileFile::open(o.profile);
+  if (!profile.ok()) return fail(profile.status().message());
+  auto report = o.in_process.empty() ? serve::run_http(o.load, *shapes)
+                                     : serve::run_in_process(o.in_process, o.load, *shapes, profile->recorder());
   if (!report.ok()) return fail(report.status().message());
+  if (Status s = profile->finish(); !s.ok()) return fail(s.message());
   std::printf("%s", serve::report_text(*report).c_str());
   if (!o.result_file.empty()) {
     boost::json::object out = serve::report_json(*report);
@@ -71,6 +82,8 @@ Runner setup_bench_serve(CLI::App* app) {
   app->add_option("--input-scale", w.input_scale, "multiply Azure trace prompt lengths by this before clipping")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app->add_option("--profile", o->profile,
+                  "with --in-process: write a Chrome trace (Perfetto JSON) of the engine's steps and requests to FILE");
   app->add_option("--header", o->headers, "NAME:VALUE sent with every request (repeatable)");
   app->add_option("--slo-ttft-ms", l.slo_ttft_ms, "goodput counts requests with TTFT at most this (0: no bound)")
       ->capture_default_str();

@@ -116,6 +116,7 @@ int run_serve(ServeOptions o) {
   }
   {
     serve::Server server(o.server, info, service, metrics);
+    server.set_trace(profile->recorder());
     auto port = server.listen();
     if (!port.ok()) return fail(port.status().message());
     service.start();
@@ -153,7 +154,8 @@ Runner setup_serve(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--profile", o->profile,
                   "write a Chrome trace (Perfetto JSON) of the engine to FILE at shutdown: steps (schedule, forward "
-                  "per layer and op, sample, update) and each request (waiting, prefill, decode)");
+                  "per layer and op, sample, update), each request (waiting, prefill, decode) and its HTTP handling "
+                  "(parse, queued, respond)");
   app->add_option("--max-waiting", o->max_waiting, "requests waiting for the engine before 429s")->capture_default_str();
   app->add_option("--seed", o->engine.seed, "seed for requests that bring none")->capture_default_str();
   app->add_option("--role", o->role,

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "base/host_usage.h"
 
 namespace koi::engine {
 
@@ -89,24 +89,10 @@ KvDefault default_kv_cache_memory(int64_t available_bytes, int64_t model_bytes, 
           fmt::format("one sequence of {} tokens, more than {}", max_model_len, machine)};
 }
 
-int64_t parse_mem_available(std::string_view meminfo) {
-  constexpr std::string_view kKey = "MemAvailable:";
-  const size_t at = meminfo.find(kKey);
-  if (at == std::string_view::npos || (at > 0 && meminfo[at - 1] != '\n')) return -1;
-  std::string_view rest = meminfo.substr(at + kKey.size());
-  rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
-  int64_t kib = 0;
-  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), kib);
-  const std::string_view unit(end, static_cast<size_t>(rest.data() + rest.size() - end));
-  if (ec != std::errc() || !unit.starts_with(" kB")) return -1;
-  return kib * 1024;
-}
+int64_t parse_mem_available(std::string_view meminfo) { return host::meminfo_bytes(meminfo, "MemAvailable"); }
 
 int64_t available_ram_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  const int64_t available = parse_mem_available(text.str());
+  const int64_t available = host::read_meminfo_bytes("MemAvailable");
   return available >= 0 ? available : total_ram_bytes();
 }
 

@@ -40,7 +40,8 @@ struct KvDefault {
 KvDefault default_kv_cache_memory(int64_t available_bytes, int64_t model_bytes, int64_t bytes_per_sequence,
                                   int max_num_seqs, int max_model_len);
 
-// MemAvailable from the text of /proc/meminfo, in bytes; -1 when the line is missing.
+// MemAvailable from the text of /proc/meminfo, in bytes; -1 when the line is missing
+// (base/host_usage.h reads /proc/meminfo for every caller).
 int64_t parse_mem_available(std::string_view meminfo);
 // MemAvailable of this machine now (/proc/meminfo), or total_ram_bytes() where it cannot be read.
 int64_t available_ram_bytes();

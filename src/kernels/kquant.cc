@@ -99,7 +99,7 @@ void kquant_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64
   if (scratch.size() < need) scratch.resize(need);
   BlockQ8_K* xq = scratch.data();
   run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, in * n_tokens, [&](int64_t t_begin, int64_t t_end) {
-    for (int64_t t = t_begin; t < t_end; ++t) quantize_row_q8_K(x + t * in, xq + t * (in / kQK_K), in);
+    for (int64_t t = t_begin; t < t_end; ++t) avx2::quantize_row_q8_K(x + t * in, xq + t * (in / kQK_K), in);
   });
   a.x = reinterpret_cast<const uint8_t*>(xq);
   auto* rows = isa == Isa::kAvx2 ? &avx2::kquant_matmul_rows : &avx512::kquant_matmul_rows;

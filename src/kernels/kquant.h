@@ -2,7 +2,8 @@
 // Only ops.cc calls kquant_matmul, after checking active_isa(); nothing here fails.
 //
 // The contract (ops.h states it for users): activations are quantized once per call to q8_K
-// (256 values, an f32 scale d_x, bsums) with the scalar quantize_row_q8_K at every level. Then,
+// (256 values, an f32 scale d_x, bsums), bitwise as the scalar koi::quantize_row_q8_K (the SIMD
+// levels use avx2::quantize_row_q8_K, checked against it). Then,
 // for weight row o and token t, over the super-blocks b in order:
 //   q4_K, q5_K:  isum = sum_j sc_j * dot_j,  msum = sum_j m_j * (bsum_2j + bsum_2j+1)
 //                y = fma(float(isum), d * d_x, y);  y = fma(float(msum), -(dmin * d_x), y)
@@ -39,6 +40,9 @@ float kquant_dot(DType type, const uint8_t* w_row, const BlockQ8_K* x, int64_t n
 // MatmulArgs with x rows of BlockQ8_K: y for weight rows [row_begin, row_end) and every token.
 namespace avx2 {
 void kquant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
+// koi::quantize_row_q8_K's bytes, in vectors (NaNs included: skipped by the max, converted as
+// x86's scalar conversion does).
+void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 void kquant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end);

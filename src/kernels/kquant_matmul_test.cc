@@ -128,9 +128,9 @@ TEST(KQuantMatmul, ReferenceIsTheFloatDotOfItsOperands) {
 }
 
 // Every SIMD level gives ref::kquant_matmul's bits for every row and token, whatever the batch
-// (1 token: decode; 70: more than one 64-token chunk), the number of rows (partial tiles, odd
-// splits across threads) and the thread count; the portable level (dequantize and dot) agrees
-// within kQ8KActivationTolerance.
+// (1 and 3 tokens: the decode path; 17 and 70: the prefill panels, full and partial token tiles),
+// the number of rows (partial row tiles, odd splits across threads) and the thread count; the
+// portable level (dequantize and dot) agrees within kQ8KActivationTolerance.
 TEST(KQuantMatmul, EveryLevelMatchesTheReference) {
   Rng rng(23);
   for (Isa isa : levels()) {
@@ -166,41 +166,93 @@ TEST(KQuantMatmul, EveryLevelMatchesTheReference) {
 }
 
 // The extremes of the integer ranges: every quant at its largest value against activations that
-// all quantize to +-127 (the maddubs pair sums and int32 sums at their bounds, no saturation).
+// all quantize to +-127 (the maddubs pair sums and int32 sums at their bounds, no saturation), in
+// decode (1 token) and in the prefill panels (9 and 20 tokens, 3 rows).
 TEST(KQuantMatmul, LargestIntegerSumsAreExact) {
-  const int64_t in = 512;
-  std::vector<float> x(in);
-  for (int64_t i = 0; i < in; ++i) x[i] = i % 3 == 0 ? -1.0f : 1.0f;
-  for (DType type : kTypes) {
-    Weights w;
-    w.bytes.assign(static_cast<size_t>(dtype_row_bytes(type, in)), 0xFF);
-    for (int64_t b = 0; b < in / kQK_K; ++b) {
-      if (type == DType::kQ6_K) {
-        auto& blk = reinterpret_cast<BlockQ6_K*>(w.bytes.data())[b];
-        blk.d = f32_to_f16(1.0f);
-        std::memset(blk.scales, 0x80, sizeof(blk.scales));  // -128
-      } else {
-        auto* d = reinterpret_cast<uint16_t*>(w.bytes.data() + b * dtype_block_bytes(type));
-        d[0] = d[1] = f32_to_f16(1.0f);  // d, dmin
+  const int64_t in = 512, out = 3;
+  for (int64_t n_tokens : {1, 9, 20}) {
+    std::vector<float> x(in * n_tokens);
+    for (int64_t i = 0; i < in * n_tokens; ++i) x[i] = (i % in) % 3 == 0 ? -1.0f : 1.0f;
+    for (DType type : kTypes) {
+      SCOPED_TRACE(testing::Message() << dtype_name(type) << " n_tokens " << n_tokens);
+      Weights w;
+      const int64_t row_bytes = dtype_row_bytes(type, in);
+      w.bytes.assign(static_cast<size_t>(row_bytes * out), 0xFF);
+      for (int64_t b = 0; b < in / kQK_K * out; ++b) {
+        if (type == DType::kQ6_K) {
+          auto& blk = reinterpret_cast<BlockQ6_K*>(w.bytes.data())[b];
+          blk.d = f32_to_f16(1.0f);
+          std::memset(blk.scales, 0x80, sizeof(blk.scales));  // -128
+        } else {
+          auto* d = reinterpret_cast<uint16_t*>(w.bytes.data() + b * dtype_block_bytes(type));
+          d[0] = d[1] = f32_to_f16(1.0f);  // d, dmin
+        }
+      }
+      w.view = make_view(type, {in, out}, w.bytes.data());
+      std::vector<float> ref(static_cast<size_t>(out * n_tokens));
+      ref::kquant_matmul(w.view, x.data(), ref.data(), n_tokens);
+      std::vector<float> deq(in);
+      dequantize_row(type, w.bytes.data(), deq.data(), in);
+      double exact = 0;
+      for (int64_t i = 0; i < in; ++i) exact += static_cast<double>(deq[i]) * (x[i] > 0 ? 127 : -127) / 127.0;
+      for (float r : ref) EXPECT_NEAR(r, exact, std::fabs(exact) * 1e-6);
+      for (Isa isa : levels()) {
+        ScopedIsa scoped(isa);
+        std::vector<float> y(ref.size());
+        matmul(w.view, x.data(), y.data(), n_tokens, nullptr);
+        for (size_t i = 0; i < y.size(); ++i) {
+          if (isa == Isa::kPortable) {
+            EXPECT_NEAR(y[i], ref[i], std::fabs(exact) * 1e-6) << isa_name(isa);
+          } else {
+            ASSERT_EQ(y[i], ref[i]) << isa_name(isa) << " value " << i;
+          }
+        }
       }
     }
-    w.view = make_view(type, {in, 1}, w.bytes.data());
-    float ref;
-    ref::kquant_matmul(w.view, x.data(), &ref, 1);
-    std::vector<float> deq(in);
-    dequantize_row(type, w.bytes.data(), deq.data(), in);
-    double exact = 0;
-    for (int64_t i = 0; i < in; ++i) exact += static_cast<double>(deq[i]) * (x[i] > 0 ? 127 : -127) / 127.0;
-    EXPECT_NEAR(ref, exact, std::fabs(exact) * 1e-6) << dtype_name(type);
+  }
+}
+
+// The SIMD q8_K quantizer writes the scalar one's bytes: random blocks at several magnitudes,
+// halves that round to even (max -127 gives iscale 1), +a and -a both of largest magnitude (the
+// first wins), an all-zero block and a NaN (skipped).
+TEST(KQuantMatmul, SimdQ8KQuantizerIsTheScalarOne) {
+  if (detected_isa() < Isa::kAvx2) return;  // the SIMD levels (the only callers) cannot run here either
+  Rng rng(41);
+  std::vector<float> x;
+  for (float scale : {1e-6f, 1.0f, 3e4f}) {
+    for (int i = 0; i < 4 * kQK_K; ++i) x.push_back(scale * static_cast<float>(rng.normal()));
+  }
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 7 ? -127.0f : static_cast<float>(i % 120) - 60.5f);
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 3 ? -2.0f : i == 9 ? 2.0f : 0.01f * static_cast<float>(i));
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 3 ? 2.0f : i == 9 ? -2.0f : -0.01f * static_cast<float>(i));
+  x.insert(x.end(), kQK_K, 0.0f);
+  for (int i = 0; i < kQK_K; ++i) x.push_back(i == 5 ? std::nanf("") : 0.5f - 0.003f * static_cast<float>(i));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<BlockQ8_K> scalar(static_cast<size_t>(n / kQK_K)), simd(scalar.size());
+  quantize_row_q8_K(x.data(), scalar.data(), n);
+  avx2::quantize_row_q8_K(x.data(), simd.data(), n);
+  for (size_t b = 0; b < scalar.size(); ++b) {
+    EXPECT_EQ(0, std::memcmp(&scalar[b], &simd[b], sizeof(BlockQ8_K))) << "block " << b;
+  }
+}
+
+// A prefill longer than one pass of the panels (512 tokens) and the same tokens one at a time
+// (decode) give the same bits at every level: batch invariance across both paths.
+TEST(KQuantMatmul, PrefillPassesEqualDecodeBitwise) {
+  Rng rng(31);
+  const int64_t in = 512, out = 37, n_tokens = 530;
+  for (DType type : kTypes) {
+    Weights w = quantized_weights(rng, type, in, out);
+    const std::vector<float> x = random_floats(rng, n_tokens * in);
     for (Isa isa : levels()) {
+      if (isa == Isa::kPortable) continue;
+      SCOPED_TRACE(testing::Message() << dtype_name(type) << " " << isa_name(isa));
       ScopedIsa scoped(isa);
-      float y;
-      matmul(w.view, x.data(), &y, 1, nullptr);
-      if (isa == Isa::kPortable) {
-        EXPECT_NEAR(y, ref, std::fabs(exact) * 1e-6) << dtype_name(type);
-      } else {
-        EXPECT_EQ(y, ref) << dtype_name(type) << " " << isa_name(isa);
-      }
+      ThreadPool pool(2);
+      std::vector<float> batch(static_cast<size_t>(n_tokens * out)), one(batch.size());
+      matmul(w.view, x.data(), batch.data(), n_tokens, &pool);
+      for (int64_t t = 0; t < n_tokens; ++t) matmul(w.view, x.data() + t * in, one.data() + t * out, 1, &pool);
+      ASSERT_EQ(0, std::memcmp(batch.data(), one.data(), batch.size() * sizeof(float)));
     }
   }
 }

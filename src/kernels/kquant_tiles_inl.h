@@ -12,9 +12,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/kquant.h"
 
@@ -177,16 +181,6 @@ void kquant_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       }
       for (int64_t t = 0; t < nt; ++t) a.y[(chunk + t) * a.out + o] = acc[t];
     }
-  }
-}
-
-template <class D>
-void kquant_rows_of_type(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.type) {
-    case DType::kQ4_K: return kquant_rows<D, DType::kQ4_K>(a, row_begin, row_end);
-    case DType::kQ5_K: return kquant_rows<D, DType::kQ5_K>(a, row_begin, row_end);
-    case DType::kQ6_K: return kquant_rows<D, DType::kQ6_K>(a, row_begin, row_end);
-    default: return;  // kquant_has_kernels() is false: ops.cc never sends these
   }
 }
 

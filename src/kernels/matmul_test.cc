@@ -179,8 +179,8 @@ TEST(Matmul, RowsAreBitwiseIndependentOfBatchAndThreads) {
 }
 
 // Batched decode (2-64 tokens) takes the small-batch tiles (weights read as stored) up to a few
-// tokens and the panels beyond: at rows that leave partial 16- and 8-row tiles and at every token
-// count around the tile widths, each token's row is bitwise its one-token result, and close to
+// tokens and the panels beyond: at rows that leave partial 16- and 8-row tiles (53 on one thread:
+// a tile of two panels whose second holds 5 rows) and at every token count around the tile widths, each token's row is bitwise its one-token result, and close to
 // ref::matmul over the activations the kernel multiplies.
 TEST(Matmul, QuantizedSmallBatchesAreDecodeBitwise) {
   Rng rng(5);
@@ -188,7 +188,7 @@ TEST(Matmul, QuantizedSmallBatchesAreDecodeBitwise) {
   for (Isa isa : levels()) {
     ScopedIsa scoped(isa);
     for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-      for (int64_t out : {37, 101}) {
+      for (int64_t out : {37, 53, 101}) {
         constexpr int64_t kIn = 320;
         Weights w = random_weights(rng, type, kIn, out);
         for (int64_t n_tokens : {2, 3, 4, 5, 17, 33, 64}) {

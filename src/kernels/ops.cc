@@ -84,7 +84,7 @@ void simd_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64_t
                : isa == Isa::kAvx512 ? &avx512::matmul_rows
                                      : &avx512bf16::matmul_rows;
   // Threads take contiguous ranges of 16-row groups, so that tiles are full (quantized tiles
-  // hold 16 rows at AVX-512, 8 at AVX2; float tiles 4).
+  // hold 16 rows at AVX-512, 8 at AVX2; float tiles 6 at AVX-512, 4 at AVX2).
   constexpr int64_t kGroup = 16;
   run_rows(pool, (out + kGroup - 1) / kGroup, in * out * n_tokens, [&](int64_t g_begin, int64_t g_end) {
     rows(a, g_begin * kGroup, std::min(g_end * kGroup, out));

@@ -20,7 +20,8 @@ namespace koi::kernels::avx2 {
 namespace {
 
 // Float tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
-// Quantized prefill tiles: 8 rows x 4 tokens (4 accumulators and 4 integer sums).
+// Quantized prefill tiles: one panel of 8 rows x 4 tokens (4 accumulators and 4 integer sums; two
+// panels would not fit the 16 registers).
 constexpr int kRows = 4, kTokens = 2, kQuantTokens = 4;
 // Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
 // kSmallTokens per tile; more pack panels (kernels_bench small_* --isa=avx2: the crossover, one
@@ -72,8 +73,8 @@ void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::kF32: return matmul_rows_with<FloatK<DType::kF32>>(a, row_begin, row_end);
     case DType::kF16: return matmul_rows_with<FloatK<DType::kF16>>(a, row_begin, row_end);
     case DType::kBF16: return matmul_rows_with<FloatK<DType::kBF16>>(a, row_begin, row_end);
-    case DType::kQ8_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ8_0, kQuantTokens, kSmallTokens, kSmallBatchQ8>(a, row_begin, row_end);
-    case DType::kQ4_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ4_0, kQuantTokens, kSmallTokens, kSmallBatchQ4>(a, row_begin, row_end);
+    case DType::kQ8_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ8_0, 1, kQuantTokens, kSmallTokens, kSmallBatchQ8>(a, row_begin, row_end);
+    case DType::kQ4_0: return quant_matmul_rows<Vec256, MaddubsDot, DType::kQ4_0, 1, kQuantTokens, kSmallTokens, kSmallBatchQ4>(a, row_begin, row_end);
     default: return;  // the K-quants: kquant.h
   }
 }

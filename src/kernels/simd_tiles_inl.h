@@ -366,54 +366,74 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   }
 }
 
-// While it computes, the tile fetches its share of the next panel's rows (steps step0 + block of
-// `next`), so that streaming the weights from memory overlaps the integer dots instead of
-// preceding them.
-template <class V, class D, DType kType, int T>
-void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, int nr, int64_t tok0,
-                      const TilePrefetch& next, int64_t step0) {
+// A tile of P panels (P L rows, the panels panel_stride words apart) x T tokens. Each activation
+// word is broadcast once and meets the P panels' words (AVX-512 takes P = 2: half the broadcasts
+// per integer dot of P = 1). nr: the valid rows of the P L. While it computes, the tile fetches
+// its share of the next panels' rows (steps step0 + block of `next`), so that streaming the weights
+// from memory overlaps the integer dots instead of preceding them.
+template <class V, class D, DType kType, int P, int T>
+void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t panel_stride, int64_t row0, int nr,
+                      int64_t tok0, const TilePrefetch& next, int64_t step0) {
   using Q = QuantBlock<kType>;
   using I = typename V::I;
   constexpr int L = V::kLanes;
   const ActBlockQ8* x[T];
   for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActBlockQ8*>(a.x + (tok0 + t) * a.x_row_bytes);
-  typename V::F acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = V::fset1(0.0f);
+  typename V::F acc[P][T];
+  for (int p = 0; p < P; ++p) {
+    for (int t = 0; t < T; ++t) acc[p][t] = V::fset1(0.0f);
+  }
   const int64_t n_blocks = a.in / 32;
   for (int64_t b = 0; b < n_blocks; ++b) {
     next.step(step0 + b);
-    const uint32_t* p = panel + b * (Q::kWords + 1) * L;
-    I isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = V::iset1(-D::offset(kType) * x[t][b].sum);
-    auto dot_word = [&](I w, int k) {
-      const DotW<I> dw = D::template prep_panel<kType>(w);
+    const uint32_t* pb = panel + b * (Q::kWords + 1) * L;
+    I isum[P][T];
+    for (int t = 0; t < T; ++t) {
+      const I init = V::iset1(-D::offset(kType) * x[t][b].sum);
+      for (int p = 0; p < P; ++p) isum[p][t] = init;
+    }
+    auto dot_word = [&](const I* w, int k) {
+      DotW<I> dw[P];
+      for (int p = 0; p < P; ++p) dw[p] = D::template prep_panel<kType>(w[p]);
       for (int t = 0; t < T; ++t) {
         int32_t word;
         std::memcpy(&word, x[t][b].qs + 4 * k, 4);
-        isum[t] = D::template dot<kType>(isum[t], dw, V::iset1(word));
+        const I xw = V::iset1(word);
+        for (int p = 0; p < P; ++p) isum[p][t] = D::template dot<kType>(isum[p][t], dw[p], xw);
       }
     };
     for (int k = 0; k < Q::kWords; ++k) {
-      const I w = V::iload(p + k * L);
+      I w[P];
+      for (int p = 0; p < P; ++p) w[p] = V::iload(pb + p * panel_stride + k * L);
       if constexpr (kType == DType::kQ8_0) {
         dot_word(w, k);
       } else {
         const I low = V::iset1(0x0F0F0F0F);
-        dot_word(V::iand(w, low), k);
-        dot_word(V::iand(V::isrl4(w), low), k + 4);
+        I nibbles[P];
+        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(w[p], low);
+        dot_word(nibbles, k);
+        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(V::isrl4(w[p]), low);
+        dot_word(nibbles, k + 4);
       }
     }
-    const typename V::F wd = V::fload(reinterpret_cast<const float*>(p + Q::kWords * L));
-    for (int t = 0; t < T; ++t) acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(wd, V::fset1(x[t][b].d)), acc[t]);
+    typename V::F wd[P];
+    for (int p = 0; p < P; ++p) wd[p] = V::fload(reinterpret_cast<const float*>(pb + p * panel_stride + Q::kWords * L));
+    for (int t = 0; t < T; ++t) {
+      const typename V::F xd = V::fset1(x[t][b].d);
+      for (int p = 0; p < P; ++p) acc[p][t] = V::fmadd(V::cvt(isum[p][t]), V::mul(wd[p], xd), acc[p][t]);
+    }
   }
-  for (int t = 0; t < T; ++t) {
-    float* y = a.y + (tok0 + t) * a.out + row0;
-    if (nr == L) {
-      V::fstore(y, acc[t]);
-    } else {
-      alignas(64) float out[L];
-      V::fstore(out, acc[t]);
-      for (int r = 0; r < nr; ++r) y[r] = out[r];
+  for (int p = 0; p < P; ++p) {
+    const int rows = std::min(L, nr - p * L);
+    for (int t = 0; t < T; ++t) {
+      float* y = a.y + (tok0 + t) * a.out + row0 + p * L;
+      if (rows == L) {
+        V::fstore(y, acc[p][t]);
+      } else {
+        alignas(64) float out[L];
+        V::fstore(out, acc[p][t]);
+        for (int r = 0; r < rows; ++r) y[r] = out[r];
+      }
     }
   }
 }
@@ -423,9 +443,9 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t row0, 
 constexpr int64_t kQuantTokenChunk = 512;
 
 // Up to kSmallBatch tokens take quant_rows_tile (weights read as stored, kSmallT tokens per tile);
-// more take the panels (packed per call, amortised over the tokens). Either way a row tile's weights
+// more take the panels (packed per call, amortised over the tokens; kPanels panels per tile). Either way a row tile's weights
 // are read from memory once per call and the token tiles reuse them from cache.
-template <class V, class D, DType kType, int kMaxT, int kSmallT, int64_t kSmallBatch>
+template <class V, class D, DType kType, int kPanels, int kMaxT, int kSmallT, int64_t kSmallBatch>
 void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int L = V::kLanes;
   if (a.n_tokens <= kSmallBatch) {
@@ -452,26 +472,34 @@ void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
     }
     return;
   }
-  using Tile = void (*)(const MatmulArgs&, const uint32_t*, int64_t, int, int64_t, const TilePrefetch&, int64_t);
-  static constexpr auto kTiles = []<size_t... T>(std::index_sequence<T...>) {
-    return std::array<Tile, kMaxT>{&quant_panel_tile<V, D, kType, static_cast<int>(T) + 1>...};
-  }(std::make_index_sequence<kMaxT>());
-  thread_local std::vector<uint32_t> panel;
-  panel.resize(static_cast<size_t>(panel_words<V, kType>(a.in / 32)));
+  using Tile = void (*)(const MatmulArgs&, const uint32_t*, int64_t, int64_t, int, int64_t, const TilePrefetch&,
+                        int64_t);
+  static constexpr auto kTiles = []<size_t... I>(std::index_sequence<I...>) {
+    // Tile (p, t) at index (p - 1) kMaxT + t - 1, for P = p panels and t tokens.
+    return std::array<Tile, kPanels * kMaxT>{
+        &quant_panel_tile<V, D, kType, static_cast<int>(I) / kMaxT + 1, static_cast<int>(I) % kMaxT + 1>...};
+  }(std::make_index_sequence<kPanels * kMaxT>());
   const int64_t n_blocks = a.in / 32;
+  const int64_t panel_stride = panel_words<V, kType>(n_blocks);
+  thread_local std::vector<uint32_t> panel;
+  panel.resize(static_cast<size_t>(kPanels * panel_stride));
   for (int64_t chunk = 0; chunk < a.n_tokens; chunk += kQuantTokenChunk) {
     const int64_t chunk_end = std::min(chunk + kQuantTokenChunk, a.n_tokens);
     const int64_t token_tiles = (chunk_end - chunk + kMaxT - 1) / kMaxT;
-    for (int64_t row = row_begin; row < row_end; row += L) {
-      const int nr = static_cast<int>(std::min<int64_t>(L, row_end - row));
-      pack_panel<V, D, kType>(a, row, nr, panel.data());
-      // The next panel's rows, spread over this panel's token tiles (only inside this range).
-      const TilePrefetch next(a, row, L, token_tiles * n_blocks, row + L < row_end);
+    for (int64_t row = row_begin; row < row_end;) {
+      const int nr = static_cast<int>(std::min<int64_t>(kPanels * L, row_end - row));
+      const int panels = (nr + L - 1) / L;
+      for (int p = 0; p < panels; ++p) {
+        pack_panel<V, D, kType>(a, row + p * L, std::min(L, nr - p * L), panel.data() + p * panel_stride);
+      }
+      // The next panels' rows, spread over these panels' token tiles (only inside this range).
+      const TilePrefetch next(a, row, panels * L, token_tiles * n_blocks, row + panels * L < row_end);
       for (int64_t tile = 0; tile < token_tiles; ++tile) {
         const int64_t tok = chunk + tile * kMaxT;
         const int nt = static_cast<int>(std::min<int64_t>(kMaxT, chunk_end - tok));
-        kTiles[nt - 1](a, panel.data(), row, nr, tok, next, tile * n_blocks);
+        kTiles[(panels - 1) * kMaxT + nt - 1](a, panel.data(), panel_stride, row, nr, tok, next, tile * n_blocks);
       }
+      row += nr;
     }
   }
 }

@@ -28,7 +28,8 @@ void EngineService::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status EngineService::submit(std::vector<engine::RequestSpec> requests, Sink sink) {
+Status EngineService::submit(std::vector<engine::RequestSpec> requests, Sink sink,
+                             std::shared_ptr<std::atomic<int64_t>> taken_ns) {
   const int count = static_cast<int>(requests.size());
   {
     std::lock_guard lock(mu_);
@@ -45,7 +46,8 @@ Status EngineService::submit(std::vector<engine::RequestSpec> requests, Sink sin
           "the server is at capacity ({} requests waiting, limit {}); retry after a short wait", queued, max_waiting_));
     }
     num_unfinished_ += count;
-    inbound_.push_back({std::move(requests), std::make_shared<Sink>(std::move(sink)), clock_.now_ns()});
+    inbound_.push_back({std::move(requests), std::make_shared<Sink>(std::move(sink)), clock_.now_ns(),
+                        std::move(taken_ns)});
   }
   cv_.notify_one();
   return ok_status();
@@ -122,6 +124,7 @@ void EngineService::loop() {
 }
 
 void EngineService::admit(Submission s) {
+  if (s.taken_ns) s.taken_ns->store(clock_.now_ns());
   for (size_t i = 0; i < s.requests.size(); ++i) {
     engine::RequestSpec& spec = s.requests[i];
     Live live;

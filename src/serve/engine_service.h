@@ -17,6 +17,7 @@
 // internal error event.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -58,8 +59,11 @@ class EngineService {
   // must be built with publish_kv_events). `log` must outlive the service.
   void publish_kv_events(KvEventLog* log) { kv_events_ = log; }
   void start();
-  // Queues requests (each with a unique id) that report to `sink`. Thread-safe.
-  Status submit(std::vector<engine::RequestSpec> requests, Sink sink);
+  // Queues requests (each with a unique id) that report to `sink`. Thread-safe. `taken_ns`,
+  // when given, is set to the clock's now_ns() when the engine thread takes them (a profile's
+  // "queued" span ends there: serve/http_trace.h).
+  Status submit(std::vector<engine::RequestSpec> requests, Sink sink,
+                std::shared_ptr<std::atomic<int64_t>> taken_ns = nullptr);
   // Ends requests early (finish reason "abort"); unknown or finished ids are ignored. Thread-safe.
   void abort(std::vector<std::string> request_ids);
   // Refuses new work from now on; with cancel, also aborts everything unfinished. Thread-safe.
@@ -82,6 +86,7 @@ class EngineService {
     std::vector<engine::RequestSpec> requests;
     std::shared_ptr<Sink> sink;
     int64_t arrival_ns;
+    std::shared_ptr<std::atomic<int64_t>> taken_ns;
   };
 
   void loop();

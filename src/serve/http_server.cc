@@ -109,6 +109,7 @@ struct Server::Impl {
   std::atomic<int> active_generations{0};
   std::atomic<uint64_t> next_id{0};
   std::string id_prefix;
+  std::unique_ptr<HttpTrace> trace = std::make_unique<HttpTrace>(nullptr);  // set_trace
 
   awaitable<void> handle(HttpRequest& req, net::Responder& res);
   awaitable<void> reply(net::Responder& res, Reply r);
@@ -131,6 +132,8 @@ struct Server::Impl {
 
 Server::Server(ServerConfig config, ModelInfo model, EngineService& service, ServeMetrics& metrics)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(model), service, metrics)) {}
+
+void Server::set_trace(trace::Recorder* recorder) { impl_->trace = std::make_unique<HttpTrace>(recorder); }
 
 // Removing the last signal_set restores the default action of SIGTERM and SIGINT, and tearing
 // down the HTTP workers after that takes a moment: a late Ctrl-C or SIGTERM (a supervisor
@@ -498,6 +501,7 @@ std::optional<ApiError> Server::Impl::attach_prefill_peer(const HttpRequest& req
 }
 
 awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& req, ApiKind kind) {
+  HttpTrace::Request span(trace.get());
   GenerateRequest g;
   std::vector<std::vector<int32_t>> prompts;
   std::shared_ptr<grammar::CompiledGrammar> grammar;
@@ -505,6 +509,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   std::optional<ApiError> err = parse_generate_request(kind, req.body(), model.tokenizer->n_vocab(), &g);
   if (!err) err = prepare(g, &prompts, &grammar, &lora);
   if (err) {
+    span.set_status(err->status);
     co_await reply(res, error_reply(*err));
     co_return;
   }
@@ -514,6 +519,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   meta.id = fmt::format("{}-{}{:x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", id_prefix, next_id.fetch_add(1));
   meta.created = unix_seconds();
   meta.model = g.model;
+  span.set_id(meta.id, g.stream);
   Usage usage;
   std::vector<engine::RequestSpec> specs;
   std::vector<std::string> ids;
@@ -537,16 +543,17 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   }
   std::vector<std::shared_ptr<engine::KvImport>> imports;
   if (std::optional<ApiError> e = attach_prefill_peer(req, specs, &imports)) {
+    span.set_status(e->status);
     co_await reply(res, error_reply(*e));
     co_return;
   }
   const int num_choices = static_cast<int>(specs.size());
   auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, capacity);
-  Status submitted = service.submit(std::move(specs), [channel](Event ev) {
-    channel->try_send(error_code{}, std::move(ev));
-  });
+  Status submitted = service.submit(
+      std::move(specs), [channel](Event ev) { channel->try_send(error_code{}, std::move(ev)); }, span.submitted());
   if (!submitted.ok()) {
     for (const auto& import : imports) import->cancel();
+    span.set_status(status_error(submitted).status);
     co_await reply(res, error_reply(status_error(submitted)));
     co_return;
   }
@@ -570,6 +577,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
   while (num_finished < num_choices && ok) {
     auto [ec, ev] = co_await channel->async_receive(kAwait);
     if (ec) break;
+    span.first_output();
     engine::RequestOutput& out = ev.output;
     if (out.finished) ++num_finished;
     if (!ev.error.ok()) {
@@ -621,6 +629,7 @@ awaitable<void> Server::Impl::generate(net::Responder& res, const HttpRequest& r
     choice.text += delta.text;
   }
   if (num_finished < num_choices) service.abort(ids);  // a failed write, an error, or a closed channel
+  span.set_status(failure && !res.streaming() ? failure->status : 200);
   if (!res.streaming()) {
     if (failure) {
       co_await reply(res, error_reply(*failure));

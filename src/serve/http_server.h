@@ -28,6 +28,7 @@
 #include "grammar/constraint.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine_service.h"
+#include "serve/http_trace.h"
 #include "serve/kv_events.h"
 #include "serve/kv_transfer_client.h"
 #include "serve/metrics.h"
@@ -75,6 +76,9 @@ class Server {
   void run();
   // Begins a graceful shutdown. Thread-safe.
   void stop();
+  // Before listen(): records the HTTP handling of generation requests on `recorder`
+  // (serve/http_trace.h; `koi serve --profile`), which must outlive the server.
+  void set_trace(trace::Recorder* recorder);
 
  private:
   struct Impl;

@@ -312,11 +312,12 @@ Result<BenchReport> run_http(const LoadConfig& given, const std::vector<RequestS
 }
 
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
-                                   const std::vector<RequestShape>& shapes) {
+                                   const std::vector<RequestShape>& shapes, trace::Recorder* trace) {
   engine::EngineOptions options;  // what `koi serve` runs with by default
   options.model = model_path;
   options.seed = config.seed;
   KOI_ASSIGN_OR_RETURN(auto host, engine::build_engine(options));
+  host->engine->set_trace(trace);
   ServeMetrics metrics("bench");
   EngineService service(*host->engine, metrics, static_cast<int>(shapes.size()));
   service.start();

@@ -20,6 +20,7 @@
 #include <boost/json.hpp>
 
 #include "base/status.h"
+#include "base/trace.h"
 
 namespace koi::serve {
 
@@ -89,9 +90,10 @@ struct BenchReport {
 Result<BenchReport> run_http(const LoadConfig& config, const std::vector<RequestShape>& shapes);
 // The one model id in a /v1/models body, or an error naming the ones there are.
 Result<std::string> only_served_model(std::string_view models_json, std::string_view url);
-// The same workload through an EngineService in this process, no HTTP: the baseline.
+// The same workload through an EngineService in this process, no HTTP: the baseline. With
+// `trace`, the engine records its profile there (engine/step_trace.h; `koi bench serve --profile`).
 Result<BenchReport> run_in_process(const std::string& model_path, const LoadConfig& config,
-                                   const std::vector<RequestShape>& shapes);
+                                   const std::vector<RequestShape>& shapes, trace::Recorder* trace = nullptr);
 
 BenchReport summarize(const std::vector<RequestResult>& results, double duration_s, double slo_ttft_ms = 0,
                       double slo_itl_ms = 0);

@@ -25,12 +25,6 @@ TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner, TrainM
   owned_ = std::move(inner);
 }
 
-TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics,
-                                     std::shared_ptr<double> bytes)
-    : TimedCommunicator(std::move(inner), metrics) {
-  bytes_ = std::move(bytes);
-}
-
 double TimedCommunicator::sum_bytes(const std::vector<int64_t>& counts) {
   return static_cast<double>(std::accumulate(counts.begin(), counts.end(), int64_t{0})) * sizeof(float);
 }
@@ -87,7 +81,7 @@ Status TimedCommunicator::barrier(std::string_view what) {
 
 Result<std::unique_ptr<Communicator>> TimedCommunicator::split(int color, int key) {
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub, inner_.split(color, key));
-  return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(sub), metrics_, bytes_));
+  return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(sub), metrics_));
 }
 
 Status TimedCommunicator::alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,

@@ -5,10 +5,10 @@
 // would make a series per bucket), and the bytes this rank handed to it to
 // koi_train_collective_bytes_total{collective} (the payload: an allreduce of n floats counts
 // 4n, an allgather or reduce-scatter the whole buffer; also summed in bytes(), which the
-// trainer logs per step). A non-blocking collective counts at its start and its time is the
-// time wait() blocked. split() returns a TimedCommunicator over the split one, on the same
-// metrics and the same bytes() total (so bytes() of the world communicator counts every
-// process group of the device mesh). Not thread-safe, like every Communicator.
+// trainer logs per step as TrainMetrics::collective_bytes_total()). A non-blocking collective
+// counts at its start and its time is the time wait() blocked. split() returns a
+// TimedCommunicator over the split one, on the same metrics (so the total counts every process
+// group of the device mesh). Not thread-safe, like every Communicator.
 #pragma once
 
 #include <chrono>
@@ -43,9 +43,6 @@ class TimedCommunicator final : public Communicator {
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;
   Status barrier(std::string_view what) override;
   Result<std::unique_ptr<Communicator>> split(int color, int key) override;
-  // Bytes of every collective so far, on this communicator and every one split from it (the
-  // sum of koi_train_collective_bytes_total).
-  double bytes() const { return *bytes_; }
   Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
                    const std::vector<int64_t>& recv_counts, std::string_view what) override;
   Status send(const float* data, int64_t n, int dest, std::string_view what) override;
@@ -62,12 +59,9 @@ class TimedCommunicator final : public Communicator {
     metrics::Counter* bytes;
   };
   static Kind make_kind(TrainMetrics& metrics, const char* name);
-  // A split communicator: counts into the parent's bytes total.
-  TimedCommunicator(std::unique_ptr<Communicator> inner, TrainMetrics& metrics, std::shared_ptr<double> bytes);
-  void count(const Kind& k, double bytes) {
+  static void count(const Kind& k, double bytes) {
     k.calls->inc();
     k.bytes->inc(bytes);
-    *bytes_ += bytes;
   }
   template <typename F>
   Status timed(const Kind& k, double bytes, F&& f) {
@@ -84,7 +78,6 @@ class TimedCommunicator final : public Communicator {
   TrainMetrics& metrics_;
   Kind allreduce_, allgather_, reduce_scatter_, broadcast_, barrier_, alltoall_, send_, recv_;
   std::map<int64_t, const Kind*> started_;  // non-blocking collectives in flight, by ticket
-  std::shared_ptr<double> bytes_ = std::make_shared<double>(0.0);  // shared with split ones
 };
 
 }  // namespace koi::train

@@ -3,6 +3,11 @@
 #include <vector>
 
 namespace koi::train {
+
+namespace {
+constexpr const char* kCollectiveKinds[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                            "barrier",   "alltoall",  "send",           "recv"};
+}  // namespace
 namespace {
 
 const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -57,11 +62,17 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
                                  "Bytes of the collectives' full buffers (an allreduce's data, an allgather's "
                                  "gathered result, a reduce-scatter's input), by kind.",
                                  {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "reduce_scatter", "broadcast", "barrier", "alltoall", "send", "recv"}) {
+  for (const char* kind : kCollectiveKinds) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
     collective_bytes.labels({kind});
   }
+}
+
+double TrainMetrics::collective_bytes_total() {
+  double sum = 0.0;
+  for (const char* kind : kCollectiveKinds) sum += collective_bytes.labels({kind}).value();
+  return sum;
 }
 
 }  // namespace koi::train

@@ -50,6 +50,10 @@ struct TrainMetrics {
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
   metrics::Family<metrics::Counter> collective_bytes;
+
+  // The sum of collective_bytes over the kinds: every byte this process's communicators (the
+  // world and the mesh's axes) handed to collectives so far.
+  double collective_bytes_total();
 };
 
 }  // namespace koi::train

@@ -555,8 +555,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     if (!ckpt_dir.empty() && !opt && !pipeline) resumed.emplace(std::move(opt_state));
   }
   if (!ckpt_dir.empty() && rank == 0) {
-    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s, ZeRO-%d)\n", ckpt_dir.c_str(),
-                 static_cast<long long>(state.step), state.mesh.c_str(), state.zero_stage);
+    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s%s)\n", ckpt_dir.c_str(),
+                 static_cast<long long>(state.step), state.mesh.c_str(),
+                 state.zero_stage > 0 ? fmt::format(", ZeRO-{}", state.zero_stage).c_str() : "");
   }
   const int64_t num_params = static_cast<int64_t>(model.params().size());
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
@@ -673,7 +674,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     mesh.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
-    const double bytes_before = timed_comm.bytes();
+    const double bytes_before = step_metrics.collective_bytes_total();
     model.zero_grad();
     if (zero) zero->zero_grad();
     double loss = 0.0;
@@ -776,7 +777,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
         for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
         json += "]";
         // Bytes of rank 0's collectives in the step (TimedCommunicator), for the ZeRO benchmarks.
-        json += fmt::format(",\"comm_bytes\":{:.0f}", timed_comm.bytes() - bytes_before);
+        json += fmt::format(",\"comm_bytes\":{:.0f}", step_metrics.collective_bytes_total() - bytes_before);
         for (int r : stragglers.observe(rank_ms)) {
           std::fprintf(stderr,
                        "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
@@ -797,7 +798,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       break;
     }
   }
-  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, cm, metrics));
+  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, mesh.dp(), metrics));
   if (!result.stopped) {
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());

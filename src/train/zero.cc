@@ -219,7 +219,7 @@ Status ShardedDataParallel::finish_backward() {
 
 Result<float> ShardedDataParallel::clip_grad_norm(float max_norm) {
   KOI_RETURN_IF_ERROR(status_);
-  double ss = sum_of_squares(grads_.data(), static_cast<int64_t>(grads_.size()));
+  double ss = sum_of_squares(grads_.data(), own_size_);
   KOI_RETURN_IF_ERROR(comm_->allreduce_sum(&ss, 1, "allreduce grad norm"));
   const float norm = static_cast<float>(std::sqrt(ss));
   scale_to_max_norm(grads_, norm, max_norm);

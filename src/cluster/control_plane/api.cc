@@ -264,18 +264,22 @@ Reply ApiServer::route_cluster(const Principal& who, const net::Request& req, co
     json::array items;
     const std::vector<NodeFree> free = reconciler_.node_free();
     const std::vector<NodeSpec> nodes = executor_.inventory();
+    const std::map<std::string, std::vector<NodeUsage>> usage = executor_.usage(kNodeUsageHistory);
     for (size_t i = 0; i < nodes.size(); ++i) {
       json::value obj = node_object_json(nodes[i]);
+      json::object& status = obj.as_object()["status"].emplace_object();
+      if (auto u = usage.find(nodes[i].name); u != usage.end() && !u->second.empty()) {
+        status["usage"] = node_usage_json(u->second);
+      }
       if (i < free.size()) {
         const NodeFree cap = reconciler_.cluster()->capacity(static_cast<int>(i));
         json::array gpus;
         for (int g = 0; g < nodes[i].gpu_count; ++g) {
           if (free[i].gpu[g] < cap.gpu[g]) gpus.push_back(g);
         }
-        obj.as_object()["status"] = json::object{
-            {"allocated", json::object{{"cpu", static_cast<double>(cap.cpu_milli - free[i].cpu_milli) / 1000.0},
-                                       {"memoryMiB", cap.memory_mib - free[i].memory_mib},
-                                       {"gpus", std::move(gpus)}}}};
+        status["allocated"] = json::object{{"cpu", static_cast<double>(cap.cpu_milli - free[i].cpu_milli) / 1000.0},
+                                           {"memoryMiB", cap.memory_mib - free[i].memory_mib},
+                                           {"gpus", std::move(gpus)}};
       }
       items.push_back(std::move(obj));
     }

@@ -28,8 +28,12 @@
 //   logs()       bytes of the replica's log from `offset` (at most `max_bytes`)
 //   stopped()    optional (default: none known): the replica's processes that are stopped
 //                (SIGSTOP, SIGTSTP), each with its MPI rank: what a hang diagnosis names
+//   usage()      optional (default: none measured): each node's measured usage (node_usage.h),
+//                by node name, its last `max_samples` samples oldest first. Thread-safe;
+//                never blocks on a backend (local: a sampler thread; Slurm: the last scontrol)
 //   detach()     on shutdown: leaves the replicas running for the next control plane
-// Called from the reconciler's thread only (logs() also from API threads: it reads files).
+// Called from the reconciler's thread only (logs() also from API threads: it reads files;
+// inventory() and usage() from any thread).
 #pragma once
 
 #include <csignal>
@@ -40,8 +44,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "process/proc_stat.h"
+#include "cluster/control_plane/node_usage.h"
 #include "cluster/types.h"
+#include "process/proc_stat.h"
 
 namespace koi::cluster {
 
@@ -91,6 +96,10 @@ class Executor {
   virtual Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const = 0;
   virtual std::vector<process::StoppedProcess> stopped(const ReplicaHandle& replica) const {
     (void)replica;
+    return {};
+  }
+  virtual std::map<std::string, std::vector<NodeUsage>> usage(size_t max_samples) const {
+    (void)max_samples;
     return {};
   }
   virtual void detach() = 0;

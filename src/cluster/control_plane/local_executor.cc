@@ -48,7 +48,16 @@ ReplicaStatus from_exit_record(const std::string& dir, bool* found) {
 }  // namespace
 
 LocalExecutor::LocalExecutor(std::string koi_binary, std::vector<NodeSpec> nodes)
-    : koi_binary_(std::move(koi_binary)), nodes_(std::move(nodes)) {}
+    : koi_binary_(std::move(koi_binary)),
+      nodes_(std::move(nodes)),
+      sampler_(kNodeUsageIntervalSeconds, kNodeUsageHistory) {}
+
+std::map<std::string, std::vector<NodeUsage>> LocalExecutor::usage(size_t max_samples) const {
+  const std::vector<NodeUsage> host = sampler_.samples(max_samples);
+  std::map<std::string, std::vector<NodeUsage>> out;
+  for (const NodeSpec& n : nodes_) out[n.name] = host;
+  return out;
+}
 
 LocalExecutor::~LocalExecutor() = default;
 

@@ -18,7 +18,9 @@
 // (cgroups v2, else v1, else nothing, said in the replica's log: process/limits.h; an
 // OOM kill and the peak memory come back in the exit record). maxRuntime and the grace
 // period are enforced by the reconciler.
-// Not thread-safe except logs(); the reconciler's thread calls it.
+// Usage: every declared node is this machine, so each reports this machine's figures
+// (/proc and nvidia-smi, sampled every second by a HostSampler thread, node_usage.h).
+// Not thread-safe except logs(), inventory() and usage(); the reconciler's thread calls it.
 #pragma once
 
 #include <map>
@@ -47,6 +49,7 @@ class LocalExecutor : public Executor {
   Result<std::string> logs(const ReplicaHandle& replica, int64_t offset, int64_t max_bytes) const override;
   // The stopped processes of the replica's tree: the wrapper, its command and (mpirun) the ranks.
   std::vector<process::StoppedProcess> stopped(const ReplicaHandle& replica) const override;
+  std::map<std::string, std::vector<NodeUsage>> usage(size_t max_samples) const override;
   void detach() override;
 
  private:
@@ -55,6 +58,7 @@ class LocalExecutor : public Executor {
 
   std::string koi_binary_;
   std::vector<NodeSpec> nodes_;
+  HostSampler sampler_;
   std::map<std::string, std::unique_ptr<process::Process>> children_;  // by id; ours to wait for
 };
 

@@ -14,6 +14,7 @@
 #include "base/file.h"
 #include "base/logging.h"
 #include "cluster/control_plane/train_pace.h"
+#include "cluster/control_plane/watchdog_report.h"
 #include "cluster/quota.h"
 #include "process/proc_stat.h"
 #include "process/process.h"
@@ -23,6 +24,10 @@ namespace {
 
 constexpr double kLaunchRetrySeconds = 5;
 constexpr int64_t kLogTailBytes = 2048;
+// Where a watchdog report is looked for: mpirun's notice of the abort follows it (about 1 KiB).
+constexpr int64_t kWatchdogTailBytes = 16 << 10;
+constexpr char kWatchdogHint[] =
+    " (a rank not responding is stopped, hung or much slower: look at its stack, py-spy dump or gdb -p)";
 
 bool pending_like(JobPhase p) {
   return p == JobPhase::kPending || p == JobPhase::kPreempted || p == JobPhase::kRestarting;
@@ -54,6 +59,7 @@ Reconciler::Reconciler(StateStore& store, Executor& executor, Cluster cluster, m
   registry_.gauge("koi_cluster_admission_paused", "1 while an admin has paused admissions (koi cluster pause)", {});
   registry_.histogram("koi_cluster_reconcile_seconds", "Duration of one reconcile round", {},
                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5});
+  declare_node_usage_metrics(registry_);
 }
 
 Reconciler::~Reconciler() { stop(); }
@@ -208,16 +214,16 @@ bool Reconciler::poll_replicas(JobObject& job) {
   return all_ended;
 }
 
-std::string Reconciler::log_tail(const JobObject& job) const {
+std::string Reconciler::log_tail(const JobObject& job, int64_t max_bytes) const {
   for (const ReplicaRecord& r : job.status.replicas) {
     if (r.exited && (r.exit_code != 0 || r.signal != 0)) {
-      auto text = executor_.logs(ReplicaHandle{r.id, r.dir}, -kLogTailBytes, kLogTailBytes);
+      auto text = executor_.logs(ReplicaHandle{r.id, r.dir}, -max_bytes, max_bytes);
       if (text.ok()) return *text;
     }
   }
   if (job.status.replicas.empty()) return "";
   const ReplicaRecord& r = job.status.replicas[0];
-  auto text = executor_.logs(ReplicaHandle{r.id, r.dir}, -kLogTailBytes, kLogTailBytes);
+  auto text = executor_.logs(ReplicaHandle{r.id, r.dir}, -max_bytes, max_bytes);
   return text.ok() ? *text : "";
 }
 
@@ -239,13 +245,17 @@ std::string Reconciler::hang_cause(const JobObject& job) const {
       stopped.push_back(process::describe(p));
     }
   }
+  // The trainer's own report, when its watchdog has fired: the collective and the silent ranks.
+  const std::optional<std::string> report = find_watchdog_report(log_tail(job, kWatchdogTailBytes));
+  const std::string reported = report ? "; the trainer's " + *report : "";
   if (!stopped.empty()) {
     std::string names;
     for (const std::string& n : stopped) names += (names.empty() ? "" : ", ") + n;
-    return fmt::format("{} {} stopped (SIGSTOP or SIGTSTP): continue it (SIGCONT) or find who stopped it", names,
-                       stopped.size() == 1 ? "is" : "are");
+    return fmt::format("{} {} stopped (SIGSTOP or SIGTSTP): continue it (SIGCONT) or find who stopped it{}", names,
+                       stopped.size() == 1 ? "is" : "are", reported);
   }
-  const std::string tail = last_lines(log_tail(job), kLogTailLines);
+  if (report) return "the trainer's " + *report + kWatchdogHint;
+  const std::string tail = last_lines(log_tail(job, kLogTailBytes), kLogTailLines);
   return "no process is stopped (a deadlock or a hung collective?); the last lines of its log:\n" + tail;
 }
 
@@ -323,7 +333,7 @@ void Reconciler::handle_failure(JobObject& job, int exit_code, int signal, const
                                 std::vector<Event>& events) {
   JobStatus& st = job.status;
   const RestartPolicy& rp = job.spec.restart;
-  st.log_tail = log_tail(job);
+  st.log_tail = log_tail(job, kLogTailBytes);
   if (signal == 0 && contains(rp.never_retry_exit_codes, exit_code)) {
     transition(job, JobPhase::kFailed, "NeverRetryExitCode",
                fmt::format("{}; exit code {} is in neverRetryExitCodes", detail, exit_code), now, events, "Warning");
@@ -361,7 +371,7 @@ void Reconciler::finish_stop(JobObject& job, double now, std::vector<Event>& eve
   if (cause == "Cancelled") {
     transition(job, JobPhase::kCancelled, "Cancelled", message, now, events);
   } else if (cause == "DeadlineExceeded") {
-    st.log_tail = log_tail(job);
+    st.log_tail = log_tail(job, kLogTailBytes);
     transition(job, JobPhase::kFailed, "DeadlineExceeded", message, now, events, "Warning");
   } else if (cause == "Preempted") {
     st.infra_restarts++;
@@ -683,6 +693,9 @@ std::vector<NodeSpec> schedulable_nodes(std::vector<NodeSpec> nodes) {
 
 void Reconciler::refresh_inventory(double now) {
   executor_.refresh_inventory();
+  for (const auto& [node, samples] : executor_.usage(1)) {
+    if (!samples.empty()) export_node_usage(registry_, node, samples.back());
+  }
   const std::vector<NodeSpec> reported = executor_.inventory();
   std::vector<NodeSpec> nodes = schedulable_nodes(reported);
   std::vector<const NodeSpec*> changed;  // nodes that stopped or started taking work, for the store
@@ -760,8 +773,12 @@ Status Reconciler::reconcile_once(double now) {
             diagnose(job, "Crashed",
                      fmt::format("replica {} crashed with {} ({}); the last lines of its log:\n{}", replica_index,
                                  process::signal_name(failed->signal), ::strsignal(failed->signal),
-                                 last_lines(log_tail(job), kLogTailLines)),
+                                 last_lines(log_tail(job, kLogTailBytes), kLogTailLines)),
                      now, events);
+          } else if (const std::optional<std::string> report =
+                         find_watchdog_report(log_tail(job, kWatchdogTailBytes))) {
+            // The trainer's collective watchdog ended the job: a hang it named itself.
+            diagnose(job, "Hung", fmt::format("{} after the trainer's {}{}", why, *report, kWatchdogHint), now, events);
           }
         } else if (lost) {
           begin_stop(job, "Lost",

@@ -146,13 +146,15 @@ class Reconciler {
   // on the job's status and a Warning event with reason `code`.
   void diagnose(JobObject& job, const std::string& code, const std::string& message, double now,
                 std::vector<Event>& events);
-  // What a job that made no progress is stuck on: the stopped processes (named by rank), or
-  // the last lines of its log when none is stopped.
+  // What a job that made no progress is stuck on: the stopped processes (named by rank), with
+  // the trainer's collective-watchdog report when its log has one (watchdog_report.h); else
+  // that report; else the last lines of its log. A job the watchdog itself ended (a failed
+  // replica whose log has the report) is diagnosed Hung with the report too.
   std::string hang_cause(const JobObject& job) const;
   // A running train/finetune job's Straggler and SlowProgress diagnoses from the tail of its
   // metrics.jsonl (train_pace.h); each reported once per attempt (and rank).
   void judge_pace(JobObject& job, double now, std::vector<Event>& events);
-  std::string log_tail(const JobObject& job) const;
+  std::string log_tail(const JobObject& job, int64_t max_bytes) const;
   double last_progress(const JobObject& job) const;
   Status launch(JobObject& job, const std::vector<Placement>& placements, double now);
   std::string checkpoint_dir(const JobObject& job) const;
@@ -164,6 +166,7 @@ class Reconciler {
   // Takes the executor's inventory (node states: down, drained, back) into cluster_ and
   // publishes it when it changed; a node that stopped or started taking work is written to
   // the store with an event (NodeUnschedulable, NodeReady). Applies a pending queue update first.
+  // Exports the nodes' measured usage (executor_.usage()) as the koi_cluster_node_* gauges.
   void refresh_inventory(double now);
 
   StateStore& store_;

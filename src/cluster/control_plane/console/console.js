@@ -294,10 +294,32 @@ async function renderQueues() {
   }));
 }
 
+// Measured usage (status.usage, sampled by the executor: /proc, nvidia-smi or scontrol) beside
+// what plan() allocated. A figure the executor did not measure shows as "not measured".
+function usageCells(u) {
+  if (!u) return [el('td', {}, 'not measured'), el('td', {}, 'not measured'), el('td', {}, 'not measured')];
+  const cpu = u.cpuUtilization === undefined ? 'not measured' : `${(100 * u.cpuUtilization).toFixed(1)}%`;
+  const load = u.loadAverage === undefined ? '' : ` (load ${fmtNumber(u.loadAverage)})`;
+  const mem = u.memoryUsedBytes === undefined ? 'not measured'
+    : `${fmtBytes(u.memoryUsedBytes)} of ${fmtBytes(u.memoryTotalBytes)}`;
+  const gpus = (u.gpus || []).map((g) =>
+    `GPU ${g.index}: ${(100 * g.utilization).toFixed(0)}%, ${fmtBytes(g.memoryUsedBytes)} of ${fmtBytes(g.memoryTotalBytes)}`);
+  return [el('td', { class: 'cpu-utilization', 'data-value': u.cpuUtilization ?? '' }, cpu + load),
+          el('td', { class: 'memory-used', 'data-value': u.memoryUsedBytes ?? '' }, mem),
+          el('td', { class: 'gpu-usage' }, gpus.length ? gpus.join('; ') : (u.gpuNote || 'no GPU'))];
+}
+
 async function renderNodes() {
   const list = await api('/apis/v1/nodes');
-  fillTable('nodes', list.items.map((n) => el('tr', {}, el('td', {}, n.metadata.name), el('td', {}, resources(n.spec)),
-    el('td', {}, resources((n.status || {}).allocated)))));
+  fillTable('nodes', list.items.map((n) => {
+    const u = (n.status || {}).usage;
+    const svg = svgEl('svg', { class: 'chart spark', 'data-node': n.metadata.name });
+    const history = u ? u.history : [];
+    lineChart(svg, [{ name: 'CPU', points: history.map((p) => [p[0], p[1]]) },
+                    { name: 'memory', points: history.map((p) => [p[0], p[2]]) }], { xTime: true });
+    return el('tr', { 'data-node': n.metadata.name }, el('td', {}, n.metadata.name), el('td', {}, resources(n.spec)),
+      el('td', {}, resources((n.status || {}).allocated)), ...usageCells(u), el('td', {}, svg));
+  }));
 }
 
 // ---- the loop ----
