@@ -21,6 +21,7 @@
 #include "train/finetune.h"
 #include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/parallel_strategy.h"
 #include "train/timed_communicator.h"
 #include "train/tensor_parallel.h"
 #include "train/train_metrics.h"
@@ -563,10 +564,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
   std::unique_ptr<ShardedDataParallel> zero;
   if (c.zero_stage >= 2) {
-    zero = std::make_unique<ShardedDataParallel>(&mesh.dp(), &model, c.adam, c.zero_stage, c.overlap);
+    zero = std::make_unique<ShardedDataParallel>(&data, &model, c.adam, c.zero_stage, c.overlap);
     if (resumed) zero->load_full_state(*resumed);
   }
   resumed.reset();
+  ParallelStrategy strategy{.model = &model, .data = &data, .opt = opt ? &*opt : nullptr, .zero = zero.get(),
+                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr, .trace = trace};
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -642,8 +645,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
     };
-    if (pipeline) return pipeline->with_full_state(write);
-    return zero ? zero->with_full_state(write) : opt->with_full_state(write);
+    return strategy.with_full_state(write);
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
@@ -680,59 +682,24 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
-      if (pipeline) {
-        trace::Span span(trace, "pipeline schedule", "compute");
-        KOI_ASSIGN_OR_RETURN(const double part,
-                             pipeline->train_batch(inputs.data() + first, targets.data() + first, rank_batch, T,
-                                                   1.0f / static_cast<float>(B * T * c.grad_accum)));
-        loss += part;
-        continue;
-      }
-      {
-        trace::Span span(trace, "forward", "compute");
-        loss += (model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) + model.aux_loss()) *
-                rank_batch;
-      }
-      trace::Span span(trace, "backward", "compute");
-      model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
-      KOI_RETURN_IF_ERROR(model.parallel_status());
+      KOI_ASSIGN_OR_RETURN(const double part,
+                           strategy.forward_backward(inputs.data() + first, targets.data() + first, rank_batch, T,
+                                                     1.0f / static_cast<float>(B * T * c.grad_accum)));
+      loss += part;
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
     step_stats[0] = mesh.tp_rank() == 0 ? loss : 0.0;  // the tp ranks of a dp rank share one loss
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (zero) {
-      trace::Span span(trace, "wait for gradient reductions", "collective");
-      KOI_RETURN_IF_ERROR(zero->finish_backward());
-    } else if (!pipeline || data.size() > 1) {
-      trace::Span span(trace, "allreduce grads", "collective");
-      KOI_RETURN_IF_ERROR(allreduce_grads(data, model.trainable_grads(), bucket_floats));
-    }
+    KOI_RETURN_IF_ERROR(strategy.reduce_grads(bucket_floats));
     {
       trace::Span span(trace, "allreduce loss and step times", "collective");
       KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
     }
     loss = step_stats[0] / B / c.grad_accum;
-    float norm;
-    {
-      trace::Span span(trace, "clip grad norm", "optimizer");
-      if (zero) {
-        KOI_ASSIGN_OR_RETURN(norm, zero->clip_grad_norm(c.grad_clip));
-      } else if (pipeline) {
-        KOI_ASSIGN_OR_RETURN(norm, pipeline->clip_grad_norm(c.grad_clip));
-      } else if (tp) {
-        KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
-      } else {
-        norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
-      }
-    }
+    KOI_ASSIGN_OR_RETURN(const float norm, strategy.clip_grad_norm(c.grad_clip));
     const float lr = lr_at(c.schedule, state.step);
-    {
-      trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(zero       ? zero->step(lr, &pool)
-                          : pipeline ? pipeline->step(lr, &pool)
-                                     : opt->step(model.trainable_params(), model.trainable_grads(), lr, &pool));
-    }
+    KOI_RETURN_IF_ERROR(strategy.step(lr, &pool));
     ++state.step;
     std::vector<double> stage_bubble;  // every stage's idle share of this step's schedules
     if (pipeline) {
