@@ -429,6 +429,18 @@ Status setup_expert_parallel(const model::ModelConfig& mc, Mesh& mesh, LlamaTrai
   return ok_status();
 }
 
+// Under --pp: this rank's stage of a pipeline over the mesh's pp group, with its own AdamW
+// (pipeline.h), each dp rank's batch_per_rank sequences going through it; nullopt otherwise.
+Result<std::optional<Pipeline>> create_pipeline(const TrainConfig& c, Mesh& mesh, const TensorParallel* tp,
+                                                int batch_per_rank, LlamaTrain* model) {
+  if (mesh.shape().pp == 1) return std::optional<Pipeline>();
+  PipelineConfig config = c.pipeline;
+  config.stages = mesh.shape().pp;
+  KOI_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::create(&mesh.pp(), model, config, c.adam, batch_per_rank));
+  pipeline.set_tensor_parallel(tp);
+  return std::optional<Pipeline>(std::move(pipeline));
+}
+
 // The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
 // what to use instead.
 Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
@@ -537,13 +549,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
   KOI_RETURN_IF_ERROR(setup_expert_parallel(mc, mesh, &model));
-  std::optional<Pipeline> pipeline;  // under --pp: this rank's stage, with its own AdamW
-  if (mesh.shape().pp > 1) {
-    PipelineConfig pc = c.pipeline;
-    pc.stages = mesh.shape().pp;
-    KOI_ASSIGN_OR_RETURN(pipeline, Pipeline::create(&mesh.pp(), &model, pc, c.adam, rank_batch));
-    if (tp) pipeline->set_tensor_parallel(&*tp);
-  }
+  KOI_ASSIGN_OR_RETURN(std::optional<Pipeline> pipeline,
+                       create_pipeline(c, mesh, tp ? &*tp : nullptr, rank_batch, &model));
   // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
   std::optional<DistributedAdamW> opt;
   if (c.zero_stage < 2 && !pipeline) opt.emplace(&data, c.adam, model.trainable_layout(), c.zero_stage);
