@@ -391,6 +391,37 @@ Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& 
   return ok_status();
 }
 
+// load_initial_state, then a resumed checkpoint's optimizer state to whichever holds it: opt,
+// the pipeline's stage, or (for ZeRO-2/3, which is made later from the weights) *resumed.
+Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                          const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
+                          LlamaTrain* model, DistributedAdamW* opt, Pipeline* pipeline, std::optional<AdamW>* resumed) {
+  AdamW opt_state(c.adam, static_cast<int64_t>(model->trainable_params().size()));
+  KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, full_config, tp, pool, model, &opt_state));
+  if (ckpt_dir.empty()) return ok_status();
+  if (opt != nullptr) {
+    opt->load_full_state(opt_state);
+  } else if (pipeline != nullptr) {
+    pipeline->load_full_state(opt_state);
+  } else {
+    resumed->emplace(std::move(opt_state));
+  }
+  return ok_status();
+}
+
+// The banner's " x 4 ranks (dp=1 tp=2 pp=2 ep=1), ZeRO-1, 1f1b schedule, 4 micro-batches" (empty
+// for one process without ZeRO-2/3).
+std::string parallel_banner(const TrainConfig& c, const MeshShape& mesh, int ranks) {
+  if (ranks == 1 && c.zero_stage < 2) return "";
+  std::string out = fmt::format(" x {} ranks ({})", ranks, mesh.to_string());
+  if (c.zero_stage > 0) out += fmt::format(", ZeRO-{}", c.zero_stage);
+  if (mesh.pp > 1) {
+    out += fmt::format(", {} schedule, {} micro-batches", pipeline_schedule_name(c.pipeline.schedule),
+                       c.pipeline.micro_batches);
+  }
+  return out;
+}
+
 // Under tensor parallelism: the full weights and optimizer state gathered from every tp rank
 // into *whole and *whole_opt (created on first use) when keep (the rank that writes the
 // checkpoint); the other ranks take part in the gathers and drop the result.
@@ -555,13 +586,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   std::optional<DistributedAdamW> opt;
   if (c.zero_stage < 2 && !pipeline) opt.emplace(&data, c.adam, model.trainable_layout(), c.zero_stage);
   std::optional<AdamW> resumed;  // the checkpoint's optimizer state, for ZeRO-2/3
-  {
-    AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
-    KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
-    if (!ckpt_dir.empty() && opt) opt->load_full_state(opt_state);
-    if (!ckpt_dir.empty() && pipeline) pipeline->load_full_state(opt_state);
-    if (!ckpt_dir.empty() && !opt && !pipeline) resumed.emplace(std::move(opt_state));
-  }
+  KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model,
+                                         opt ? &*opt : nullptr, pipeline ? &*pipeline : nullptr, &resumed));
   if (!ckpt_dir.empty() && rank == 0) {
     std::fprintf(stderr, "resuming from %s (step %lld, saved under %s%s)\n", ckpt_dir.c_str(),
                  static_cast<long long>(state.step), state.mesh.c_str(),
@@ -599,14 +625,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (rank == 0) {
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
-    const std::string parallel =
-        ranks == 1 && c.zero_stage < 2
-            ? ""
-            : fmt::format(" x {} ranks ({}){}{}", ranks, mesh.shape().to_string(),
-                          c.zero_stage > 0 ? fmt::format(", ZeRO-{}", c.zero_stage) : "",
-                          pipeline ? fmt::format(", {} schedule, {} micro-batches",
-                                                 pipeline_schedule_name(c.pipeline.schedule), c.pipeline.micro_batches)
-                                   : "");
+    const std::string parallel = parallel_banner(c, mesh.shape(), ranks);
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
                  static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
