@@ -49,4 +49,9 @@ Status ParallelStrategy::with_full_state(const std::function<Status(AdamW&)>& us
   return zero != nullptr ? zero->with_full_state(use) : opt->with_full_state(use);
 }
 
+Result<std::vector<double>> ParallelStrategy::bubble() {
+  if (pipeline == nullptr) return std::vector<double>();
+  return pipeline->bubble();
+}
+
 }  // namespace koi::train

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -46,6 +47,8 @@ struct ParallelStrategy {
   // Gathers the whole optimizer state (and, for ZeRO-3 or a pipeline, the weights into the
   // model) and calls use on every rank.
   Status with_full_state(const std::function<Status(AdamW&)>& use);
+  // A pipeline's bubble since the last call, every stage's (Pipeline::bubble); empty without one.
+  Result<std::vector<double>> bubble();
 };
 
 }  // namespace koi::train

@@ -409,6 +409,16 @@ Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& 
   return ok_status();
 }
 
+// ZeRO-2/3 over `data` from the model's weights (and a resumed checkpoint's optimizer state),
+// or null.
+std::unique_ptr<ShardedDataParallel> create_zero(const TrainConfig& c, Communicator* data, LlamaTrain* model,
+                                                 std::optional<AdamW> resumed) {
+  if (c.zero_stage < 2) return nullptr;
+  auto zero = std::make_unique<ShardedDataParallel>(data, model, c.adam, c.zero_stage, c.overlap);
+  if (resumed) zero->load_full_state(*resumed);
+  return zero;
+}
+
 // The banner's " x 4 ranks (dp=1 tp=2 pp=2 ep=1), ZeRO-1, 1f1b schedule, 4 micro-batches" (empty
 // for one process without ZeRO-2/3).
 std::string parallel_banner(const TrainConfig& c, const MeshShape& mesh, int ranks) {
@@ -595,12 +605,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   }
   const int64_t num_params = static_cast<int64_t>(model.params().size());
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
-  std::unique_ptr<ShardedDataParallel> zero;
-  if (c.zero_stage >= 2) {
-    zero = std::make_unique<ShardedDataParallel>(&data, &model, c.adam, c.zero_stage, c.overlap);
-    if (resumed) zero->load_full_state(*resumed);
-  }
-  resumed.reset();
+  std::unique_ptr<ShardedDataParallel> zero = create_zero(c, &data, &model, std::move(resumed));
   ParallelStrategy strategy{.model = &model, .data = &data, .opt = opt ? &*opt : nullptr, .zero = zero.get(),
                             .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr, .trace = trace};
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
@@ -727,10 +732,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     const float lr = lr_at(c.schedule, state.step);
     KOI_RETURN_IF_ERROR(strategy.step(lr, &pool));
     ++state.step;
-    std::vector<double> stage_bubble;  // every stage's idle share of this step's schedules
-    if (pipeline) {
-      KOI_ASSIGN_OR_RETURN(stage_bubble, pipeline->bubble());
-    }
+    KOI_ASSIGN_OR_RETURN(const std::vector<double> stage_bubble, strategy.bubble());
     const std::string bubble_log = pipeline_log(stage_bubble, c.pipeline, step_metrics);
 
     const auto t_end = std::chrono::steady_clock::now();
