@@ -21,7 +21,7 @@ expect_close "$WORK/one" "$WORK/tp2" 1e-5 "TP=2 on 2 ranks vs 1 process"
 expect_close "$WORK/one" "$WORK/dp2tp2" 1e-5 "DP=2 x TP=2 (ZeRO-1) on 4 ranks vs 1 process"
 [ "$(losses "$WORK/dp2tp2" | wc -l)" -eq 20 ] || { echo "FAIL: DP=2 x TP=2 did not log 20 steps"; exit 1; }
 # The checkpoint holds whole tensors (the same shapes as one process's) and names the mesh.
-grep -q '"layout":{"tensors":"full","mesh":"dp=2 tp=2 pp=1 ep=1"}' "$WORK/dp2tp2/ckpt-00000020/state.json" ||
+grep -q '"layout":{"tensors":"full","mesh":"dp=2 tp=2 pp=1 ep=1","zero":1}' "$WORK/dp2tp2/ckpt-00000020/state.json" ||
   { echo "FAIL: state.json layout"; cat "$WORK/dp2tp2/ckpt-00000020/state.json"; exit 1; }
 cmp <(head -c 8 "$WORK/one/ckpt-00000020/model.safetensors") <(head -c 8 "$WORK/dp2tp2/ckpt-00000020/model.safetensors") ||
   { echo "FAIL: the TP checkpoint's header differs from one process's (not whole tensors)"; exit 1; }
@@ -37,6 +37,12 @@ if "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/bad4" --tp 
 fi
 grep -q "tensor parallel: the number of key/value heads (2) does not divide by --tp 4" "$WORK/bad4.txt" ||
   { echo "FAIL: no head-split error"; cat "$WORK/bad4.txt"; exit 1; }
+# ZeRO-2/3 do not shard a tensor-parallel shard: refused, naming what to use instead.
+if "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/badz" --tp 2 --zero 3 > "$WORK/badz.txt" 2>&1; then
+  echo "FAIL: --zero 3 accepted with --tp 2"; exit 1
+fi
+grep -q "\-\-zero 3 with --tp 2: ZeRO-2/3 do not shard tensor-parallel shards yet; use --zero 1 with --tp, or --zero 3 with --dp alone" "$WORK/badz.txt" ||
+  { echo "FAIL: no zero x tp error"; cat "$WORK/badz.txt"; exit 1; }
 # Every tensor's gradient of the first step (AdamW's m = 0.1 g in a step-1 checkpoint) against
 # one process, for GQA/untied and for MHA with tied embeddings and q/k/v biases.
 grad_check() {

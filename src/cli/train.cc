@@ -1,8 +1,8 @@
 // koi train: train a model from a YAML recipe (train/trainer.h); SIGTERM or Ctrl-C writes a
 // checkpoint and stops, --resume continues from the newest complete one. Under
 // `mpirun -np N` the ranks train data parallel (train/collectives.h), or on a device mesh with
-// --dp/--tp (train/mesh.h, train/tensor_parallel.h); with --nproc N or
-// --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
+// --dp/--tp/--pp/--ep (train/mesh.h, train/tensor_parallel.h, train/pipeline.h); with --nproc N
+// or --max-restarts R this process supervises such a job and restarts it (train/supervisor.h).
 // --lora-rank R trains LoRA adapters of the recipe's model.init_from only.
 // koi train export: a checkpoint of a run to a GGUF file (or with --format hf a Hugging Face
 // directory) with its tokenizer (LoRA adapters merged in), and/or its adapters alone as a
@@ -36,9 +36,12 @@ struct TrainOptions {
   std::optional<int> threads;
   bool resume = false;
   std::optional<int> zero;
+  bool no_overlap = false;
   std::optional<double> bucket_mb;
-  train::MeshShape mesh;
+  std::optional<int> dp, tp, pp, ep;  // the device mesh (overrides train.dp, tp, pp, ep)
   std::optional<float> moe_aux_loss_coef;
+  std::optional<int> pp_microbatches;
+  std::optional<std::string> pp_schedule;
   double collective_timeout = 60.0;
   std::optional<int> nproc;
   std::optional<int> max_restarts;
@@ -69,9 +72,19 @@ int run_train(const TrainOptions& o) {
   if (o.steps) config->steps = *o.steps, config->schedule.decay_steps = std::min(config->schedule.decay_steps, *o.steps);
   if (o.threads) config->threads = *o.threads;
   if (o.zero) config->zero_stage = *o.zero;
+  if (o.no_overlap) config->overlap = false;
   if (o.bucket_mb) config->bucket_mb = *o.bucket_mb;
-  config->mesh = o.mesh;
+  if (o.dp) config->mesh.dp = *o.dp;
+  if (o.tp) config->mesh.tp = *o.tp;
+  if (o.pp) config->mesh.pp = *o.pp;
+  if (o.ep) config->mesh.ep = *o.ep;
   if (o.moe_aux_loss_coef) config->moe_aux_loss_coef = *o.moe_aux_loss_coef;
+  config->pipeline.stages = config->mesh.pp;
+  if (o.pp_microbatches) config->pipeline.micro_batches = *o.pp_microbatches;
+  const std::string schedule = o.pp_schedule.value_or(train::pipeline_schedule_name(config->pipeline.schedule));
+  if (Status s = train::set_pipeline_config(schedule, &config->pipeline); !s.ok()) {
+    return fail("--pp, --pp-microbatches, --pp-schedule: " + s.message());
+  }
   if (o.lora_rank) {
     if (config->init_from.empty()) return fail("--lora-rank needs a recipe with model.init_from (the model to adapt)");
     config->lora.rank = *o.lora_rank;
@@ -119,18 +132,32 @@ Runner setup_train(CLI::App* app) {
   app->add_option("--steps", o->steps, "optimizer steps (overrides train.steps; the cosine ends there at the latest)");
   app->add_option("--threads", o->threads, "worker threads (default: the physical cores)");
   app->add_flag("--resume", o->resume, "continue from the newest complete checkpoint of the run directory");
-  app->add_option("--zero", o->zero, "1: shard AdamW's state over the mpirun ranks (ZeRO-1); 0: plain data parallel")
-      ->check(CLI::IsMember({0, 1}));
-  app->add_option("--dp", o->mesh.dp,
+  app->add_option("--zero", o->zero,
+                  "shard over the data-parallel ranks: 1 AdamW's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
+                  "weights, gathered per layer (ZeRO-3/FSDP); 0: plain data parallel")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  app->add_flag("--no-overlap", o->no_overlap,
+                "ZeRO-2/3: wait for each collective at once instead of overlapping it with compute (for comparison)");
+  app->add_option("--dp", o->dp,
                   "data-parallel ranks of the device mesh (default: the ranks left by tp x pp x ep; the product of "
                   "--dp --tp --pp --ep is the mpirun rank count)")
       ->check(CLI::PositiveNumber);
-  app->add_option("--tp", o->mesh.tp, "tensor-parallel ranks: every layer split over them (Megatron-LM; default 1)")
+  app->add_option("--tp", o->tp, "tensor-parallel ranks: every layer split over them (Megatron-LM; default 1)")
       ->check(CLI::PositiveNumber);
-  app->add_option("--pp", o->mesh.pp, "pipeline-parallel stages (default 1)")->check(CLI::PositiveNumber);
-  app->add_option("--ep", o->mesh.ep, "expert-parallel ranks (default 1)")->check(CLI::PositiveNumber);
+  app->add_option("--pp", o->pp,
+                  "pipeline-parallel stages: the layers split over them, micro-batches run through them (default 1)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--ep", o->ep,
+                  "expert-parallel ranks: a mixture-of-experts model's experts split over them, alone on the mesh "
+                  "(default 1)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--bucket-mb", o->bucket_mb, "gradient allreduce bucket size in MB (default 25)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--pp-microbatches", o->pp_microbatches,
+                  "pipeline parallel: micro-batches per batch (divides train.batch_size; overrides "
+                  "train.pp_microbatches, default 1)");
+  app->add_option("--pp-schedule", o->pp_schedule,
+                  "pipeline parallel: 1f1b (default) or gpipe (overrides train.pp_schedule)");
   app->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
                   "mixture-of-experts models: weight of the router's load-balancing loss (overrides "
                   "train.moe_aux_loss_coef, default 0.01)")

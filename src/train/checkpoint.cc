@@ -141,7 +141,7 @@ Result<std::string> write_checkpoint(const std::string& run_dir, const Checkpoin
   s["step"] = state.step;
   s["adam_steps"] = snapshot.adam_steps;
   s["loader_position"] = state.loader_position;
-  s["layout"] = json::object{{"tensors", "full"}, {"mesh", state.mesh}};
+  s["layout"] = json::object{{"tensors", "full"}, {"mesh", state.mesh}, {"zero", state.zero_stage}};
   json::array chars;
   for (const std::string& ch : state.chars) chars.emplace_back(ch);
   s["chars"] = std::move(chars);
@@ -193,6 +193,7 @@ Result<TrainState> read_checkpoint_state(const std::string& dir) {
         return Status::corrupt(path + ": layout.tensors is not \"full\"; this Koi reads checkpoints of whole tensors only");
       }
       s.mesh = json::value_to<std::string>(l.at("mesh"));
+      if (const json::value* zero = l.if_contains("zero")) s.zero_stage = json::value_to<int>(*zero);
     }
   } catch (const std::exception& e) {
     return Status::corrupt(path + ": bad field: " + e.what());

@@ -5,6 +5,7 @@
 //   model.safetensors  the weights (Hugging Face names, f32),
 //   optimizer.safetensors  AdamW's m and v ("m.<name>", "v.<name>"),
 //   state.json         step, AdamW step count, data-loader position, character vocabulary,
+//                      the writer's layout (device mesh, ZeRO stage),
 //   tokenizer.gguf     a fine-tuned model's tokenizer (GGUF tokenizer metadata, no tensors),
 //   adapter_model.safetensors, adapter_config.json   the LoRA adapters (PEFT format), when
 //                      the run trains adapters; optimizer.safetensors then holds their moments
@@ -26,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,10 +43,12 @@ struct TrainState {
   uint64_t loader_position = 0;  // batches the training data loader has handed out
   std::vector<std::string> chars;  // character vocabulary (empty for other tokenizers)
   std::optional<tokenizer::TokenizerSpec> tokenizer = std::nullopt;  // the tokenizer of the model fine-tuned
-  // The device mesh that saved it ("dp=2 tp=2 pp=1 ep=1"; mesh.h), recorded in state.json's
-  // "layout" beside "tensors": "full": a checkpoint always holds whole tensors (the ranks'
-  // shards are gathered at save and sliced at load), so it resumes under any mesh.
+  // The layout of the run that saved it, recorded in state.json as one "layout" record:
+  // {"tensors": "full", "mesh": "dp=2 tp=2 pp=1 ep=1" (mesh.h), "zero": 3}. For the record: a
+  // checkpoint always holds whole tensors (the ranks' shards are gathered at save and sliced
+  // at load), so it resumes under any mesh and ZeRO stage.
   std::string mesh = "dp=1 tp=1 pp=1 ep=1";
+  int zero_stage = 0;
 };
 
 // The Hugging Face config.json of a model shape (LlamaForCausalLM, attention_bias for qkv bias).

@@ -10,6 +10,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <list>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -20,6 +23,7 @@ namespace koi::train {
 namespace {
 
 constexpr int kRollCallTag = 7301;  // point-to-point "I am alive" messages after a timeout
+constexpr int kMessageTag = 7302;   // send / recv (pipeline activations and gradients)
 constexpr double kSpinSeconds = 1e-3;  // poll a collective flat out this long, then sleep between polls
 constexpr auto kPollSleep = std::chrono::microseconds(50);
 
@@ -39,6 +43,10 @@ class MpiCommunicator final : public Communicator {
     watchdog_.start_thread(timeout_s);
   }
   ~MpiCommunicator() override {
+    // After a timeout a peer may never receive: leave its sends (the job is being aborted).
+    for (PendingSend& s : sends_) {
+      if (!timed_out_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+    }
     if (comm_ == MPI_COMM_WORLD) {
       MPI_Finalize();
     } else {
@@ -53,35 +61,80 @@ class MpiCommunicator final : public Communicator {
   Status allreduce_sum(float* data, int64_t n, std::string_view what) override {
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, comm_, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status allreduce_sum(double* data, int64_t n, std::string_view what) override {
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_DOUBLE, MPI_SUM, comm_, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view what) override {
-    KOI_CHECK(static_cast<int>(counts.size()) == size_);
-    std::vector<int> mpi_counts(counts.size()), displs(counts.size());
-    int64_t offset = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      mpi_counts[r] = mpi_count(counts[r]);
-      displs[r] = mpi_count(offset);
-      offset += counts[r];
+    return wait(start_allgather(data, counts, std::string(what)));
+  }
+  Status reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                            std::string_view what) override {
+    return wait(start_reduce_scatter_sum(in, out, counts, std::string(what)));
+  }
+  int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) override {
+    Pending& p = begin_pending(counts, std::move(what));
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, p.counts.data(), p.displs.data(), MPI_FLOAT,
+                    comm_, &p.request);
+    return next_ticket_++;
+  }
+  int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                   std::string what) override {
+    Pending& p = begin_pending(counts, std::move(what));
+    MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, comm_, &p.request);
+    return next_ticket_++;
+  }
+  void progress() override {
+    for (auto& [ticket, p] : pending_) {
+      int done = 0;
+      MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);  // a completed request becomes MPI_REQUEST_NULL
     }
-    MPI_Request request;
-    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, mpi_counts.data(), displs.data(), MPI_FLOAT,
-                    comm_, &request);
-    return wait(&request, what);
+  }
+  Status wait(int64_t ticket) override {
+    auto it = pending_.find(ticket);
+    KOI_CHECK(it != pending_.end());
+    Pending p = std::move(it->second);  // the count arrays outlive the request: wait() finishes it
+    pending_.erase(it);
+    return collective_wait(&p.request, p.what);
   }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
     MPI_Request request;
     MPI_Ibcast(data, mpi_count(bytes), MPI_BYTE, root, comm_, &request);
-    return wait(&request, what);
+    return collective_wait(&request, what);
   }
   Status barrier(std::string_view what) override {
     MPI_Request request;
     MPI_Ibarrier(comm_, &request);
+    return collective_wait(&request, what);
+  }
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>& recv_counts, std::string_view what) override {
+    KOI_CHECK(static_cast<int>(send_counts.size()) == size_ && static_cast<int>(recv_counts.size()) == size_);
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size_; ++r) {
+      sc[r] = mpi_count(send_counts[r]), sd[r] = mpi_count(so), so += send_counts[r];
+      rc[r] = mpi_count(recv_counts[r]), rd[r] = mpi_count(ro), ro += recv_counts[r];
+    }
+    MPI_Request request;
+    MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, comm_, &request);
+    return collective_wait(&request, what);
+  }
+  Status send(const float* data, int64_t n, int dest, std::string_view) override {
+    KOI_CHECK(dest >= 0 && dest < size_ && dest != rank_);
+    sends_.push_back({std::vector<float>(data, data + n), MPI_REQUEST_NULL});
+    PendingSend& s = sends_.back();
+    MPI_Isend(s.data.data(), mpi_count(n), MPI_FLOAT, dest, kMessageTag, comm_, &s.request);
+    test_sends();
+    return ok_status();
+  }
+  Status recv(float* data, int64_t n, int src, std::string_view what) override {
+    KOI_CHECK(src >= 0 && src < size_ && src != rank_);
+    MPI_Request request;
+    MPI_Irecv(data, mpi_count(n), MPI_FLOAT, src, kMessageTag, comm_, &request);
     return wait(&request, what);
   }
   Result<std::unique_ptr<Communicator>> split(int color, int key) override {
@@ -98,6 +151,51 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A message send() posted, with its own copy of the data.
+  struct PendingSend {
+    std::vector<float> data;
+    MPI_Request request;
+  };
+
+  // Frees the sends that have completed.
+  void test_sends() {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+  }
+
+  // wait() for a collective, then for this communicator's sends still in flight: every rank
+  // inside a collective has posted every recv that precedes it, so they complete now.
+  Status collective_wait(MPI_Request* request, std::string_view what) {
+    KOI_RETURN_IF_ERROR(wait(request, what));
+    std::list<PendingSend> pending;  // out of sends_, which wait() prunes
+    pending.swap(sends_);
+    for (PendingSend& s : pending) KOI_RETURN_IF_ERROR(wait(&s.request, "send before " + std::string(what)));
+    return ok_status();
+  }
+
+  // A started non-blocking collective: MPI reads the count arrays until it completes.
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+    std::vector<int> counts, displs;
+  };
+
+  Pending& begin_pending(const std::vector<int64_t>& counts, std::string what) {
+    KOI_CHECK(static_cast<int>(counts.size()) == size_);
+    Pending& p = pending_[next_ticket_];
+    p.what = std::move(what);
+    int64_t offset = 0;
+    for (int64_t n : counts) {
+      p.counts.push_back(mpi_count(n));
+      p.displs.push_back(mpi_count(offset));
+      offset += n;
+    }
+    return p;
+  }
+
   // Polls request until it completes or the watchdog says it is overdue; then runs the roll
   // call and returns DeadlineExceeded, leaving the watchdog armed as a backstop until abort().
   Status wait(MPI_Request* request, std::string_view what) {
@@ -106,8 +204,10 @@ class MpiCommunicator final : public Communicator {
     for (int done = 0;;) {
       MPI_Test(request, &done, MPI_STATUS_IGNORE);
       if (done) break;
+      test_sends();
       answer_roll_calls();
       if (std::optional<std::string> message = watchdog_.overdue()) {
+        timed_out_ = true;
         return Status::deadline_exceeded(*message + roll_call());
       }
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSpinSeconds) {
@@ -202,9 +302,55 @@ class MpiCommunicator final : public Communicator {
   Watchdog watchdog_;
   std::vector<char> heard_;     // peers whose roll-call message arrived
   std::vector<char> answered_;  // peers this rank has sent its own roll-call message
+  std::map<int64_t, Pending> pending_;  // started non-blocking collectives, by ticket
+  std::list<PendingSend> sends_;  // posted by send(), not yet completed
+  bool timed_out_ = false;        // a wait ran past the watchdog's deadline
+  int64_t next_ticket_ = 0;
 };
 
 }  // namespace
+
+int64_t Communicator::start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) {
+  done_.emplace_back(next_ticket_, allgather(data, counts, what));
+  return next_ticket_++;
+}
+
+int64_t Communicator::start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                               std::string what) {
+  done_.emplace_back(next_ticket_, reduce_scatter_sum(in, out, counts, what));
+  return next_ticket_++;
+}
+
+Status Communicator::wait(int64_t ticket) {
+  auto it = std::find_if(done_.begin(), done_.end(), [&](const auto& d) { return d.first == ticket; });
+  KOI_CHECK(it != done_.end());
+  Status s = std::move(it->second);
+  done_.erase(it);
+  return s;
+}
+
+Status LocalCommunicator::reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                                             std::string_view) {
+  KOI_CHECK(counts.size() == 1);
+  if (in != out) std::copy_n(in, counts[0], out);
+  return ok_status();
+}
+
+Status LocalCommunicator::alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                    const std::vector<int64_t>&, std::string_view) {
+  std::copy_n(send, send_counts.at(0), recv);
+  return ok_status();
+}
+
+Status LocalCommunicator::send(const float*, int64_t, int, std::string_view what) {
+  return Status::failed_precondition("send '" + std::string(what) +
+                                     "': one process has no peer; start the ranks with mpirun -np N");
+}
+
+Status LocalCommunicator::recv(float*, int64_t, int, std::string_view what) {
+  return Status::failed_precondition("recv '" + std::string(what) +
+                                     "': one process has no peer; start the ranks with mpirun -np N");
+}
 
 void LocalCommunicator::abort(int exit_code) {
   std::fflush(stderr);

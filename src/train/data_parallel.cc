@@ -6,9 +6,7 @@
 #include "base/check.h"
 
 namespace koi::train {
-namespace {
 
-// The tensors of layout that overlap r, cut to r, with offsets counted from r.begin.
 std::vector<ParamTensor> clip_layout(const std::vector<ParamTensor>& layout, Range r) {
   std::vector<ParamTensor> out;
   for (const ParamTensor& t : layout) {
@@ -17,8 +15,6 @@ std::vector<ParamTensor> clip_layout(const std::vector<ParamTensor>& layout, Ran
   }
   return out;
 }
-
-}  // namespace
 
 Range split_range(int64_t n, int parts, int part) {
   const int64_t base = n / parts, extra = n % parts;

@@ -26,11 +26,10 @@ namespace koi::train {
 
 // [begin, end) of `n` items split into `parts` contiguous ranges; the first n % parts ranges
 // get one item more.
-struct Range {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-};
 Range split_range(int64_t n, int parts, int part);
+
+// The tensors of layout that overlap r, cut to r, with offsets counted from r.begin.
+std::vector<ParamTensor> clip_layout(const std::vector<ParamTensor>& layout, Range r);
 
 // Sums grads over the ranks, bucket_floats at a time ("allreduce grads bucket K").
 Status allreduce_grads(Communicator& comm, std::vector<float>& grads, int64_t bucket_floats);

@@ -40,11 +40,26 @@ class RecordingCommunicator final : public Communicator {
     calls.push_back(std::string(what) + c);
     return ok_status();
   }
+  // Part rank of twice `in` (as if one other rank held the same values).
+  Status reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
+                            std::string_view what) override {
+    int64_t offset = 0;
+    for (int r = 0; r < rank_; ++r) offset += counts[r];
+    for (int64_t i = 0; i < counts[rank_]; ++i) out[i] = 2 * in[offset + i];
+    calls.push_back(std::string(what) + " n=" + std::to_string(counts[rank_]));
+    return ok_status();
+  }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   Result<std::unique_ptr<Communicator>> split(int, int) override {
     return Status::unsupported("RecordingCommunicator does not split");
   }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return ok_status();
+  }
+  Status send(const float*, int64_t, int, std::string_view) override { return ok_status(); }
+  Status recv(float*, int64_t, int, std::string_view) override { return ok_status(); }
   [[noreturn]] void abort(int) override { std::abort(); }
 
   std::vector<std::string> calls;

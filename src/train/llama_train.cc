@@ -76,15 +76,28 @@ void rope_rotate(float* x, int64_t n_heads, int64_t D, const float* cos, const f
 }
 
 
+// Where flat offset `offset` lies in a buffer holding `pieces` one after the other (nullptr:
+// in none); without pieces, base + offset.
+float* locate(float* base, const std::vector<Range>* pieces, int64_t offset) {
+  if (pieces == nullptr) return base + offset;
+  int64_t position = 0;
+  for (const Range& r : *pieces) {
+    if (offset >= r.begin && offset < r.end) return base + position + (offset - r.begin);
+    position += r.size();
+  }
+  return nullptr;
+}
+
 // Lays out the parameter tensors of c in their fixed order; when p is given, points its
-// slots at base + offset.
-std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base, Params* p) {
+// slots into base (at their offsets, or into the concatenated pieces when given).
+std::vector<ParamTensor> layout_params(const model::ModelConfig& c, float* base, Params* p,
+                                       const std::vector<Range>* pieces = nullptr) {
   std::vector<ParamTensor> out;
   int64_t offset = 0;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, float** slot) {
     int64_t size = 1;
     for (int64_t d : shape) size *= d;
-    if (p != nullptr) *slot = base + offset;
+    if (p != nullptr) *slot = locate(base, pieces, offset);
     out.push_back({std::move(name), std::move(shape), offset, size, decay});
     offset += size;
   };
@@ -147,7 +160,31 @@ std::vector<ParamTensor> param_layout(const model::ModelConfig& config) {
   return layout_params(config, nullptr, nullptr);
 }
 
-LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool) : config_(std::move(config)), pool_(pool) {}
+LlamaTrain::LlamaTrain(model::ModelConfig config, ThreadPool* pool)
+    : config_(std::move(config)), pool_(pool), layer_end_(config_.n_layers) {}
+
+void LlamaTrain::set_layer_range(int begin, int end) {
+  KOI_CHECK(0 <= begin && begin < end && end <= config_.n_layers);
+  layer_begin_ = begin, layer_end_ = end;
+  acts_.clear(), moe_acts_.clear();  // reallocated for the range by the next forward()
+}
+
+float* LlamaTrain::stage_input(int B, int T) {
+  resize_activations(B, T);
+  return acts_[static_cast<size_t>(layer_begin_)].x_in.data();
+}
+
+float* LlamaTrain::stage_output_grad(int B, int T) {
+  ensure(dx_, int64_t{B} * T * config_.dim);
+  return dx_.data();
+}
+
+void LlamaTrain::swap_activations(SavedActivations& o) {
+  std::swap(B_, o.B), std::swap(T_, o.T), std::swap(aux_loss_, o.aux_loss);
+  acts_.swap(o.acts), moe_acts_.swap(o.moe_acts);
+  x_out_.swap(o.x_out), rstd_f_.swap(o.rstd_f), xn_f_.swap(o.xn_f), probs_.swap(o.probs);
+  inputs_.swap(o.inputs), targets_.swap(o.targets);
+}
 
 Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPool* pool) {
   KOI_RETURN_IF_ERROR(config.validate());
@@ -187,6 +224,46 @@ Params LlamaTrain::bind(float* base) const {
   Params p;
   layout_params(config_, base, &p);
   return p;
+}
+
+std::vector<Range> LlamaTrain::unit_pieces(int unit) const {
+  KOI_CHECK(unit >= 0 && unit < num_units());
+  // Layer l's tensors are contiguous, named "model.layers.<l>."; the root has the rest.
+  auto layer_range = [&](int l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    Range r{-1, -1};
+    for (const ParamTensor& t : layout_) {
+      if (!t.name.starts_with(prefix)) continue;
+      if (r.begin < 0) r.begin = t.offset;
+      r.end = t.offset + t.size;
+    }
+    return r;
+  };
+  if (unit < config_.n_layers) return {layer_range(unit)};
+  const int64_t total = layout_.back().offset + layout_.back().size;
+  return {{0, layer_range(0).begin}, {layer_range(config_.n_layers - 1).end, total}};
+}
+
+Params LlamaTrain::bind_unit(const float* buffer, int unit) const {
+  const std::vector<Range> pieces = unit_pieces(unit);
+  Params p;
+  layout_params(config_, const_cast<float*>(buffer), &p, &pieces);
+  return p;
+}
+
+Params LlamaTrain::unit_params(int unit, bool backward) {
+  const float* buffer = nullptr;
+  if (stream_ != nullptr) buffer = backward ? stream_->backward_params(unit) : stream_->forward_params(unit);
+  return buffer != nullptr ? bind_unit(buffer, unit) : bind(params_.data());
+}
+
+Params LlamaTrain::unit_grads(int unit) {
+  if (stream_ != nullptr) return bind_unit(stream_->backward_grads(unit), unit);
+  if (!lora_) return bind(grads_.data());
+  Params g;  // LoRA: the base is frozen, every slot nullptr and no base gradient is computed
+  g.token_embd = g.output_norm = g.output = nullptr;
+  g.layers.assign(static_cast<size_t>(config_.n_layers), LayerParams{});
+  return g;
 }
 
 void LlamaTrain::init_random(uint64_t seed) {
@@ -317,7 +394,8 @@ void LlamaTrain::resize_activations(int B, int T) {
   const int64_t N = int64_t{B} * T, C = c.dim, F = c.moe.enabled() ? 0 : c.ffn_dim;  // experts: moe_acts_
   acts_.resize(static_cast<size_t>(c.n_layers));
   moe_acts_.resize(c.moe.enabled() ? static_cast<size_t>(c.n_layers) : 0);
-  for (LayerActs& a : acts_) {
+  for (int l = layer_begin_; l < layer_end_; ++l) {  // a pipeline stage keeps its layers' only
+    LayerActs& a = acts_[static_cast<size_t>(l)];
     ensure(a.x_in, N * C);
     ensure(a.rstd1, N);
     ensure(a.xn1, N * C);
@@ -434,15 +512,17 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
   const model::ModelConfig& c = config_;
   const int64_t N = int64_t{B} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
   const int64_t half = c.head_dim / 2;
-  const Params p = bind(params_.data());
+  const int root = c.n_layers;
+  const Params p = unit_params(root, /*backward=*/false);  // embedding, final norm, output
   std::copy_n(inputs, N, inputs_.data());
   std::copy_n(targets, N, targets_.data());
 
   // Embedding: x (N, C) = token_embd[inputs] (vocabulary-parallel: the rows this shard holds,
-  // zero elsewhere, summed over the ranks)
+  // zero elsewhere, summed over the ranks); a later pipeline stage got x in stage_input().
   const int64_t V_all = vocab_full_ > 0 ? vocab_full_ : V;
   for (int64_t n = 0; n < N; ++n) {
     KOI_CHECK(inputs[n] >= 0 && inputs[n] < V_all && targets[n] >= 0 && targets[n] < V_all);
+    if (layer_begin_ > 0) continue;
     const int64_t id = inputs[n] - vocab_begin_;
     float* x = acts_[0].x_in.data() + n * C;
     if (id >= 0 && id < V) {
@@ -451,10 +531,11 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
       std::fill_n(x, C, 0.0f);
     }
   }
-  if (vocab_full_ > 0) tp_allreduce(acts_[0].x_in.data(), N * C, "tp allreduce embedding");
-  for (int l = 0; l < c.n_layers; ++l) {
+  if (vocab_full_ > 0 && layer_begin_ == 0) tp_allreduce(acts_[0].x_in.data(), N * C, "tp allreduce embedding");
+  for (int l = layer_begin_; l < layer_end_; ++l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
-    const LayerParams& L = p.layers[static_cast<size_t>(l)];
+    const Params pl = unit_params(l, /*backward=*/false);
+    const LayerParams& L = pl.layers[static_cast<size_t>(l)];
     LayerActs& a = acts_[static_cast<size_t>(l)];
     // Attention: xn1 = rmsnorm(x_in); q (N, QD), k, v (N, KVD); rope on q and k.
     rmsnorm_forward(pool_, a.xn1.data(), a.rstd1.data(), a.x_in.data(), L.attn_norm, N, C, c.norm_eps);
@@ -481,10 +562,12 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     add_into(a.x_mid.data(), a.x_in.data(), N * C);
     // SwiGLU: h = silu(xn2 Wg^T) * (xn2 Wu^T)   (N, F);  x_next = x_mid + h Wd^T   (N, C)
     rmsnorm_forward(pool_, a.xn2.data(), a.rstd2.data(), a.x_mid.data(), L.ffn_norm, N, C, c.norm_eps);
-    float* x_next = l + 1 < c.n_layers ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
+    float* x_next = l + 1 < layer_end_ ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
-      moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)]);
+      moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)],
+                  ep_.comm != nullptr ? &ep_ : nullptr);
       add_into(x_next, a.x_mid.data(), N * C);
+      unit_done(l, /*backward=*/false);
       continue;
     }
     linear_forward(pool_, a.gate.data(), a.xn2.data(), L.w_gate, nullptr, N, C, F);
@@ -501,14 +584,19 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     lora_forward(l, LoraTarget::kDown, a.h.data(), x_next, N);
     tp_allreduce(x_next, N * C, "tp allreduce mlp output");  // row-parallel down_proj
     add_into(x_next, a.x_mid.data(), N * C);
+    unit_done(l, /*backward=*/false);
   }
+  aux_loss_ = 0.0f;
+  for (int l = layer_begin_; l < layer_end_ && c.moe.enabled(); ++l) {
+    aux_loss_ += moe_aux_coef_ * moe_acts_[static_cast<size_t>(l)].aux / static_cast<float>(c.n_layers);
+  }
+  if (layer_end_ < c.n_layers) return 0.0f;  // a pipeline stage before the last: x_out_ goes on
   // Head: probs (N, V) = softmax(rmsnorm(x_out) Wout^T); loss = mean_n -log probs[n, target]
   const trace::Span head_span(trace_, "head", "layer");
   rmsnorm_forward(pool_, xn_f_.data(), rstd_f_.data(), x_out_.data(), p.output_norm, N, C, c.norm_eps);
   linear_forward(pool_, probs_.data(), xn_f_.data(), p.output, nullptr, N, C, V);
   const double loss = softmax_cross_entropy(N);
-  aux_loss_ = 0.0f;
-  for (const MoeActs& m : moe_acts_) aux_loss_ += moe_aux_coef_ * m.aux / static_cast<float>(c.n_layers);
+  unit_done(root, /*backward=*/false);
   return static_cast<float>(loss / static_cast<double>(N));
 }
 
@@ -550,22 +638,12 @@ Status LlamaTrain::add_lora(const LoraConfig& config, uint64_t seed) {
   return ok_status();
 }
 
-void LlamaTrain::backward(float loss_scale) {
+// The head's backward pass: from the loss to dx_ = d loss / d x_out   (N, C).
+void LlamaTrain::head_backward(const Params& p, const Params& g, float loss_scale) {
   const model::ModelConfig& c = config_;
-  const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(), KVD = c.kv_dim();
-  const int64_t half = c.head_dim / 2;
-  const Params p = bind(params_.data());
-  // With LoRA the base is frozen: every slot of g is nullptr and no base gradient is computed.
-  Params g;
-  if (lora_) {
-    g.token_embd = g.output_norm = g.output = nullptr;
-    g.layers.assign(static_cast<size_t>(c.n_layers), LayerParams{});
-  } else {
-    g = bind(grads_.data());
-  }
-
+  const int64_t N = int64_t{B_} * T_, C = c.dim, V = c.n_vocab;
   // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V)
-  std::optional<trace::Span> head_span(std::in_place, trace_, "head", "layer");
+  const trace::Span head_span(trace_, "head", "layer");
   ensure(dlogits_, N * V);
   pool_->parallel_for(N, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
@@ -579,19 +657,32 @@ void LlamaTrain::backward(float loss_scale) {
   if (vocab_full_ > 0) tp_allreduce(dxn_.data(), N * C, "tp allreduce head input grad");  // vocabulary-parallel head
   zero(dx_, N * C);  // d loss / d residual stream, (N, C)
   rmsnorm_backward(dx_.data(), g.output_norm, dxn_.data(), x_out_.data(), rstd_f_.data(), p.output_norm, N, C);
+}
 
-  head_span.reset();
-  for (int l = c.n_layers - 1; l >= 0; --l) {
+void LlamaTrain::backward(float loss_scale) {
+  const model::ModelConfig& c = config_;
+  const int64_t T = T_, N = int64_t{B_} * T, C = c.dim, F = c.ffn_dim, V = c.n_vocab, QD = c.q_dim(),
+                KVD = c.kv_dim();
+  const int64_t half = c.head_dim / 2;
+  const int root = c.n_layers;
+  const Params p = unit_params(root, /*backward=*/true);  // embedding, final norm, output
+  const Params g = unit_grads(root);
+
+  // Cross-entropy: dlogits = loss_scale * (probs - onehot(target))   (N, V); a pipeline stage
+  // before the last starts from the gradient of its output, already in dx_.
+  if (layer_end_ == c.n_layers) head_backward(p, g, loss_scale);
+  for (int l = layer_end_ - 1; l >= layer_begin_; --l) {
     const trace::Span span(trace_, trace_ ? "layer " + std::to_string(l) : std::string(), "layer");
-    const LayerParams& L = p.layers[static_cast<size_t>(l)];
-    const LayerParams& G = g.layers[static_cast<size_t>(l)];
+    const Params pl = unit_params(l, /*backward=*/true), gl = unit_grads(l);
+    const LayerParams& L = pl.layers[static_cast<size_t>(l)];
+    const LayerParams& G = gl.layers[static_cast<size_t>(l)];
     const LayerActs& a = acts_[static_cast<size_t>(l)];
     // SwiGLU block, from dx = d x_next (which is also the residual part of d x_mid).
     if (c.moe.enabled()) {  // or the experts, whose per-token loss share is coef * mean_l aux_l
       const float aux_scale = loss_scale * static_cast<float>(N) * moe_aux_coef_ / static_cast<float>(c.n_layers);
       zero(dxn_, N * C);
       moe_backward(pool_, c, L.moe, G.moe, dx_.data(), a.xn2.data(), moe_acts_[static_cast<size_t>(l)], aux_scale,
-                   dxn_.data(), N, moe_scratch_);
+                   dxn_.data(), N, moe_scratch_, ep_.comm != nullptr ? &ep_ : nullptr);
     } else {
       zero(dh_, N * F);
       linear_backward(pool_, dh_.data(), G.w_down, nullptr, dx_.data(), a.h.data(), L.w_down, N, F, C);
@@ -640,14 +731,17 @@ void LlamaTrain::backward(float loss_scale) {
     lora_backward(l, LoraTarget::kV, a.xn1.data(), dv_.data(), dxn_.data(), N);
     tp_allreduce(dxn_.data(), N * C, "tp allreduce attention input grad");  // column-parallel q/k/v
     rmsnorm_backward(dx_.data(), G.attn_norm, dxn_.data(), a.x_in.data(), a.rstd1.data(), L.attn_norm, N, C);
+    unit_done(l, /*backward=*/true);
   }
-  // Embedding: d token_embd[inputs[n]] += dx[n]
-  if (g.token_embd != nullptr) {
+  // Embedding: d token_embd[inputs[n]] += dx[n] (the rows this shard holds); a later pipeline
+  // stage leaves dx_ to send back.
+  if (g.token_embd != nullptr && layer_begin_ == 0) {
     for (int64_t n = 0; n < N; ++n) {
-      const int64_t id = inputs_[n] - vocab_begin_;  // the rows this shard holds
+      const int64_t id = inputs_[n] - vocab_begin_;
       if (id >= 0 && id < V) add_into(g.token_embd + id * C, dx_.data() + n * C, C);
     }
   }
+  unit_done(root, /*backward=*/true);
 }
 
 void LlamaTrain::tp_allreduce(float* x, int64_t n, const char* what) {

@@ -37,6 +37,29 @@ namespace koi::train {
 // The parameter tensors of a config, in a fixed order; the last one ends at the total size.
 std::vector<ParamTensor> param_layout(const model::ModelConfig& config);
 
+// Sharded data parallel (ZeRO-2/3, zero.h) streams the weights and the gradients through the
+// passes one unit at a time. Unit l < n_layers is layer l; the last unit (the root) holds the
+// rest: the embedding, the final norm and the output. A unit's buffer holds its pieces of the
+// flat layout (LlamaTrain::unit_pieces) one after the other. Calls come in this order:
+//   forward:  forward_params(root); per layer l = 0..: forward_params(l), forward_done(l);
+//             forward_done(root)
+//   backward: backward_params(root), backward_grads(root); per layer l = n_layers-1..0:
+//             backward_params(l), backward_grads(l), backward_done(l); backward_done(root)
+// A returned pointer stays valid until the unit's *_done call. The implementation decides
+// what to do about failures (LlamaTrain's passes do not return a Status).
+class UnitStream {
+ public:
+  virtual ~UnitStream() = default;
+  // The unit's weights; nullptr: they are in params().
+  virtual const float* forward_params(int unit) = 0;
+  virtual void forward_done(int unit) = 0;
+  virtual const float* backward_params(int unit) = 0;
+  // A zeroed buffer the unit's gradient is written into (the stream sums it over the ranks
+  // and micro-batches after backward_done).
+  virtual float* backward_grads(int unit) = 0;
+  virtual void backward_done(int unit) = 0;
+};
+
 // Pointers into a flat buffer laid out by param_layout (params or grads).
 struct LayerParams {
   float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;  // biases nullptr without qkv_bias
@@ -96,6 +119,12 @@ class LlamaTrain {
   // After forward(): grads += loss_scale * d(sum of the N token losses)/d(params).
   // loss_scale = 1/N gives the gradient of the mean loss.
   void backward(float loss_scale);
+  // Units (UnitStream): n_layers + 1, the root last; a unit's ranges of the flat layout.
+  int num_units() const { return config_.n_layers + 1; }
+  std::vector<Range> unit_pieces(int unit) const;
+  // Takes weights and gradients from `stream` (owned by the caller; nullptr: params() and
+  // grads() as usual). The caller may then release params() and grads(). Not with LoRA.
+  void set_unit_stream(UnitStream* stream) { stream_ = stream; }
   // Records a span per layer ("layer L") and for the head ("head") inside forward() and
   // backward() on track 0 of `trace` (koi train --profile); nullptr: none.
   void set_trace(trace::Recorder* trace) { trace_ = trace; }
@@ -110,10 +139,51 @@ class LlamaTrain {
   }
   const Status& parallel_status() const { return tp_status_; }
 
+  // Expert parallelism (moe_train.h): the experts of every MoE layer split over comm's ranks,
+  // each of which runs forward() and backward() on its own share of the batch together;
+  // comm must outlive this. nullptr: every expert here (the default).
+  void set_expert_parallel(Communicator* comm) { ep_.comm = comm; }
+
+  // Pipeline parallelism (pipeline.h): from now on forward() and backward() run layers
+  // [begin, end) only, and activations are kept for those layers only. A stage with
+  // begin > 0 has no embedding: its input residual is written into stage_input() before
+  // forward(), and backward() leaves the gradient of that input in stage_input_grad(). A stage
+  // with end < n_layers has no head: forward() stops at the residual leaving layer end - 1
+  // (stage_output()) and returns 0, and backward() starts from the gradient written into
+  // stage_output_grad() (loss_scale then unused). The default range is every layer.
+  void set_layer_range(int begin, int end);
+  int layer_begin() const { return layer_begin_; }
+  int layer_end() const { return layer_end_; }
+  float* stage_input(int B, int T);           // (B*T, C); sizes the activations for B x T
+  const float* stage_output() const { return x_out_.data(); }  // (B*T, C) after forward()
+  float* stage_output_grad(int B, int T);     // (B*T, C)
+  const float* stage_input_grad() const { return dx_.data(); }  // (B*T, C) after backward()
+
+  // Everything forward() keeps for backward() (SavedActivations, below): a pipeline stage
+  // keeps one set per micro-batch in flight and swaps it in before that micro-batch's
+  // forward() or backward() and out after.
+  struct SavedActivations;
+  void swap_activations(SavedActivations& other);
+
  private:
   LlamaTrain(model::ModelConfig config, ThreadPool* pool);
   Params bind(float* base) const;
+  // Slots of the tensors of `unit` in its buffer (pieces one after the other); others nullptr.
+  Params bind_unit(const float* buffer, int unit) const;
+  // The weights of unit (from the stream, or params()), for the forward or the backward pass.
+  Params unit_params(int unit, bool backward);
+  // Its gradient slots (from the stream, or grads(); every slot nullptr with LoRA).
+  Params unit_grads(int unit);
+  void unit_done(int unit, bool backward) {
+    if (stream_ == nullptr) return;
+    if (backward) {
+      stream_->backward_done(unit);
+    } else {
+      stream_->forward_done(unit);
+    }
+  }
   void resize_activations(int B, int T);
+  void head_backward(const Params& p, const Params& g, float loss_scale);
   void attention_forward(int layer);
   void attention_backward(int layer, const float* dout, float* dq, float* dk, float* dv);
   void lora_forward(int layer, LoraTarget target, const float* x, float* y, int64_t N);
@@ -131,11 +201,16 @@ class LlamaTrain {
   int64_t vocab_valid() const;
   // probs_ = softmax of the logits in it; returns the sum of the N tokens' -log p[target].
   double softmax_cross_entropy(int64_t N);
+  UnitStream* stream_ = nullptr;
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   std::optional<LoraAdapters> lora_;
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, D/2)
 
+  int layer_begin_ = 0, layer_end_;  // set_layer_range()
+  ExpertParallel ep_;                 // set_expert_parallel(); comm nullptr: off
+
+ public:
   // Activations of the last forward(), sized for B x T.
   struct LayerActs {
     std::vector<float> x_in;      // (N, C) residual stream entering the layer
@@ -151,6 +226,16 @@ class LlamaTrain {
     std::vector<float> sig;       // (N, F) sigmoid(gate)
     std::vector<float> h;         // (N, F) silu(gate) * up = gate * sig * up
   };
+  struct SavedActivations {
+    int B = 0, T = 0;
+    float aux_loss = 0.0f;
+    std::vector<LayerActs> acts;
+    std::vector<MoeActs> moe_acts;
+    std::vector<float> x_out, rstd_f, xn_f, probs;
+    std::vector<int32_t> inputs, targets;
+  };
+
+ private:
   int B_ = 0, T_ = 0;
   std::vector<LayerActs> acts_;
   std::vector<MoeActs> moe_acts_;  // per layer, with experts

@@ -20,12 +20,21 @@ class SplitRecorder final : public Communicator {
   Status allreduce_sum(float*, int64_t, std::string_view) override { return ok_status(); }
   Status allreduce_sum(double*, int64_t, std::string_view) override { return ok_status(); }
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
+  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
+    return ok_status();
+  }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   Result<std::unique_ptr<Communicator>> split(int color, int key) override {
     splits_->emplace_back(color, key);
     return std::unique_ptr<Communicator>(new LocalCommunicator());
   }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return Status::unsupported("not here");
+  }
+  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
+  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
   [[noreturn]] void abort(int) override { std::abort(); }
 
  private:

@@ -1,10 +1,15 @@
 #include "train/moe_train.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "model/moe.h"
+#include "train/collectives.h"
+#include "train/data_parallel.h"
 #include "train/linear.h"
+#include "train/watchdog.h"
 
 namespace koi::train {
 namespace {
@@ -44,10 +49,162 @@ void swiglu_backward(ThreadPool* pool, const float* dy, const float* x, const fl
   linear_backward(pool, dx, dwu, nullptr, s.dup.data(), x, wu, n, C, F);
 }
 
+// Expert parallel: who owns which experts and how many rows each rank routed to each.
+struct EpLayout {
+  int ranks, me;
+  int64_t E;
+  std::vector<Range> owned;             // per rank: its experts
+  const std::vector<int64_t>* counts;   // (ranks, E)
+  int64_t count(int r, int64_t e) const { return (*counts)[static_cast<size_t>(r * E + e)]; }
+  // Rows rank `from` sends to rank `to`: those it routed to to's experts.
+  int64_t rows(int from, int to) const {
+    int64_t n = 0;
+    for (int64_t e = owned[to].begin; e < owned[to].end; ++e) n += count(from, e);
+    return n;
+  }
+};
+
+void ep_check(const ExpertParallel& ep, const Status& s) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "expert parallel: %s\n", s.message().c_str());
+  ep.comm->abort(s.code() == StatusCode::kDeadlineExceeded ? kWatchdogExitCode : 1);
+}
+
+// The layout of a forward pass whose row counts are in a.ep_counts.
+EpLayout ep_layout(const ExpertParallel& ep, int64_t E, const MoeActs& a) {
+  EpLayout layout{ep.comm->size(), ep.comm->rank(), E, {}, &a.ep_counts};
+  for (int r = 0; r < layout.ranks; ++r) layout.owned.push_back(split_range(E, layout.ranks, r));
+  return layout;
+}
+
+// Every rank's row count per expert, gathered into a.ep_counts (ranks, E).
+void gather_counts(const ExpertParallel& ep, int64_t E, MoeActs& a) {
+  const int R = ep.comm->size(), me = ep.comm->rank();
+  std::vector<float> counts(static_cast<size_t>(R * E), 0.0f);  // exact: row counts < 2^24
+  for (int64_t e = 0; e < E; ++e) counts[static_cast<size_t>(me * E + e)] = static_cast<float>(a.routed[e].size());
+  const std::vector<int64_t> per_rank(static_cast<size_t>(R), E);
+  ep_check(ep, ep.comm->allgather(counts.data(), per_rank, "allgather expert rows"));
+  a.ep_counts.assign(counts.begin(), counts.end());
+}
+
+// The row of every local slot (row(slot), C floats) to the owner of its expert: sent per
+// owner, its experts in order, each expert's slots ascending. Returns what this rank owns:
+// per rank, per own expert, that rank's rows.
+std::vector<float> to_owners(const ExpertParallel& ep, const EpLayout& L, const MoeActs& a, int64_t C,
+                             const std::function<const float*(int32_t slot)>& row, const char* what) {
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(static_cast<size_t>(L.ranks)), recv_counts(send_counts.size());
+  int64_t recv_total = 0;
+  for (int d = 0; d < L.ranks; ++d) {
+    for (int64_t e = L.owned[d].begin; e < L.owned[d].end; ++e) {
+      for (int32_t slot : a.routed[e]) send.insert(send.end(), row(slot), row(slot) + C);
+    }
+    send_counts[d] = L.rows(L.me, d) * C;
+    recv_counts[d] = L.rows(d, L.me) * C;
+    recv_total += recv_counts[d];
+  }
+  std::vector<float> recv(static_cast<size_t>(recv_total));
+  ep_check(ep, ep.comm->alltoallv(send.data(), send_counts, recv.data(), recv_counts, what));
+  return recv;
+}
+
+// Own expert e's rows of a to_owners() result, every rank's in rank order: out (n_e, C).
+int64_t gather_expert(const EpLayout& L, const std::vector<float>& recv, int64_t e, int64_t C,
+                      std::vector<float>& out) {
+  int64_t n = 0, base = 0;
+  for (int r = 0; r < L.ranks; ++r) n += L.count(r, e);
+  ensure(out, n * C);
+  float* dst = out.data();
+  for (int r = 0; r < L.ranks; ++r) {
+    int64_t offset = base;
+    for (int64_t e2 = L.owned[L.me].begin; e2 < e; ++e2) offset += L.count(r, e2) * C;
+    dst = std::copy_n(recv.data() + offset, L.count(r, e) * C, dst);
+    base += L.rows(r, L.me) * C;
+  }
+  return n;
+}
+
+// The reverse of to_owners: per own expert its rows (n_e, C), stacked as gather_expert
+// stacks them, back to the ranks that routed them; this rank's come into out (N*K, C) by slot.
+void to_slots(const ExpertParallel& ep, const EpLayout& L, const MoeActs& a, int64_t C,
+              const std::vector<std::vector<float>>& per_expert, float* out, const char* what) {
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(static_cast<size_t>(L.ranks)), recv_counts(send_counts.size());
+  int64_t recv_total = 0;
+  for (int r = 0; r < L.ranks; ++r) {
+    for (int64_t e = L.owned[L.me].begin; e < L.owned[L.me].end; ++e) {
+      int64_t first = 0;  // rank r's first row in expert e's stack
+      for (int r2 = 0; r2 < r; ++r2) first += L.count(r2, e);
+      const float* rows = per_expert[e].data() + first * C;
+      send.insert(send.end(), rows, rows + L.count(r, e) * C);
+    }
+    send_counts[r] = L.rows(r, L.me) * C;
+    recv_counts[r] = L.rows(L.me, r) * C;
+    recv_total += recv_counts[r];
+  }
+  std::vector<float> recv(static_cast<size_t>(recv_total));
+  ep_check(ep, ep.comm->alltoallv(send.data(), send_counts, recv.data(), recv_counts, what));
+  const float* src = recv.data();
+  for (int d = 0; d < L.ranks; ++d) {
+    for (int64_t e = L.owned[d].begin; e < L.owned[d].end; ++e) {
+      for (int32_t slot : a.routed[e]) {
+        std::copy_n(src, C, out + int64_t{slot} * C);
+        src += C;
+      }
+    }
+  }
+}
+
+// The experts' forward pass under expert parallelism: rows to the owners, their SwiGLU and
+// down projection there, the outputs back into a.slot_out.
+void ep_experts_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const float* xn, MoeActs& a,
+                        const ExpertParallel& ep) {
+  const int64_t C = c.dim, E = c.moe.n_experts, K = c.moe.n_experts_used, F = c.moe.expert_ffn_dim;
+  gather_counts(ep, E, a);
+  const EpLayout L = ep_layout(ep, E, a);
+  const std::vector<float> recv =
+      to_owners(ep, L, a, C, [&](int32_t slot) { return xn + (slot / K) * C; }, "alltoall expert inputs");
+  std::vector<std::vector<float>> y(static_cast<size_t>(E));
+  for (int64_t e = L.owned[L.me].begin; e < L.owned[L.me].end; ++e) {
+    const int64_t n = gather_expert(L, recv, e, C, a.xin[e]);
+    if (n == 0) continue;
+    swiglu_forward(pool, a.xin[e].data(), p.gate[e], p.up[e], n, C, F, a.gate[e], a.up[e], a.sig[e], a.h[e]);
+    y[e].resize(static_cast<size_t>(n * C));
+    linear_forward(pool, y[e].data(), a.h[e].data(), p.down[e], nullptr, n, F, C);
+  }
+  to_slots(ep, L, a, C, y, a.slot_out.data(), "alltoall expert outputs");
+}
+
+// Its backward: the slots' output gradients (s.dslot) to the owners, the experts' backward
+// there (their weight gradients), the input gradients back and into dxn, experts in order.
+void ep_experts_backward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const MoeParams& g,
+                         const MoeActs& a, float* dxn, int64_t N, MoeScratch& s, const ExpertParallel& ep) {
+  const int64_t C = c.dim, E = c.moe.n_experts, K = c.moe.n_experts_used, F = c.moe.expert_ffn_dim;
+  const EpLayout L = ep_layout(ep, E, a);
+  const std::vector<float> recv = to_owners(
+      ep, L, a, C, [&](int32_t slot) { return s.dslot.data() + int64_t{slot} * C; }, "alltoall expert output grads");
+  std::vector<std::vector<float>> dx(static_cast<size_t>(E));
+  std::vector<float> dy;
+  for (int64_t e = L.owned[L.me].begin; e < L.owned[L.me].end; ++e) {
+    const int64_t n = gather_expert(L, recv, e, C, dy);
+    if (n == 0) continue;
+    zero(s.dxin, n * C);
+    swiglu_backward(pool, dy.data(), a.xin[e].data(), a.gate[e].data(), a.up[e].data(), a.sig[e].data(),
+                    a.h[e].data(), p.gate[e], p.up[e], p.down[e], g.gate[e], g.up[e], g.down[e], s.dxin.data(), n, C,
+                    F, s);
+    dx[e].assign(s.dxin.begin(), s.dxin.begin() + n * C);
+  }
+  std::vector<float> dslot_x(static_cast<size_t>(N * K * C));
+  to_slots(ep, L, a, C, dx, dslot_x.data(), "alltoall expert input grads");
+  for (int64_t e = 0; e < E; ++e) {
+    for (int32_t slot : a.routed[e]) add_into(dxn + (slot / K) * C, dslot_x.data() + int64_t{slot} * C, C);
+  }
+}
+
 }  // namespace
 
 void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const float* xn, float* out,
-                 int64_t N, MoeActs& a) {
+                 int64_t N, MoeActs& a, const ExpertParallel* ep) {
   const model::MoeConfig& m = c.moe;
   const int64_t C = c.dim, E = m.n_experts, K = m.n_experts_used, F = m.expert_ffn_dim;
   // Router: logits (N, E) = xn Wr^T; per token its K experts and weights.
@@ -66,7 +223,8 @@ void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams&
   a.xin.resize(E), a.gate.resize(E), a.up.resize(E), a.sig.resize(E), a.h.resize(E);
   ensure(a.slot_out, N * K * C);
   std::vector<float> y;
-  for (int64_t e = 0; e < E; ++e) {
+  if (ep != nullptr) ep_experts_forward(pool, c, p, xn, a, *ep);
+  for (int64_t e = 0; e < E && ep == nullptr; ++e) {
     const std::vector<int32_t>& rows = a.routed[e];
     const int64_t n = static_cast<int64_t>(rows.size());
     if (n == 0) continue;
@@ -85,13 +243,19 @@ void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams&
     }
   }
   // Load balance: f_e = count_e / (N K), P_e = mean_n probs[n, e]; aux = E sum_e f_e P_e.
+  // Expert parallel: counts and probability sums of every rank's tokens (the whole batch).
+  std::vector<double> stats(static_cast<size_t>(2 * E), 0.0);  // count_e, then sum_n probs[n, e]
+  for (int64_t e = 0; e < E; ++e) {
+    stats[e] = static_cast<double>(a.routed[e].size());
+    for (int64_t n = 0; n < N; ++n) stats[E + e] += a.probs[n * E + e];
+  }
+  const int64_t N_all = ep != nullptr ? N * ep->comm->size() : N;
+  if (ep != nullptr) ep_check(*ep, ep->comm->allreduce_sum(stats.data(), 2 * E, "allreduce router load"));
   a.frac.assign(static_cast<size_t>(E), 0.0f);
   double aux = 0.0;
   for (int64_t e = 0; e < E; ++e) {
-    a.frac[e] = static_cast<float>(a.routed[e].size()) / static_cast<float>(N * K);
-    double mean_p = 0.0;
-    for (int64_t n = 0; n < N; ++n) mean_p += a.probs[n * E + e];
-    aux += a.frac[e] * mean_p / static_cast<double>(N);
+    a.frac[e] = static_cast<float>(stats[e]) / static_cast<float>(N_all * K);
+    aux += a.frac[e] * stats[E + e] / static_cast<double>(N_all);
   }
   a.aux = static_cast<float>(E * aux);
   if (m.shared_ffn_dim == 0) return;
@@ -116,7 +280,7 @@ void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams&
 //   dlogit_e = p_e (dp_e - sum_i p_i dp_i).
 void moe_backward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const MoeParams& g,
                   const float* dout, const float* xn, const MoeActs& a, float aux_scale, float* dxn, int64_t N,
-                  MoeScratch& s) {
+                  MoeScratch& s, const ExpertParallel* ep) {
   const model::MoeConfig& m = c.moe;
   const int64_t C = c.dim, E = m.n_experts, K = m.n_experts_used, F = m.expert_ffn_dim;
   ensure(s.dslot, N * K * C);
@@ -149,7 +313,8 @@ void moe_backward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams
   }
   linear_backward(pool, dxn, g.router, nullptr, s.dlogits.data(), xn, p.router, N, C, E);
   // Experts, in index order; each adds its rows' input gradients into their tokens' dxn.
-  for (int64_t e = 0; e < E; ++e) {
+  if (ep != nullptr) ep_experts_backward(pool, c, p, g, a, dxn, N, s, *ep);
+  for (int64_t e = 0; e < E && ep == nullptr; ++e) {
     const std::vector<int32_t>& rows = a.routed[e];
     const int64_t n = static_cast<int64_t>(rows.size());
     if (n == 0) continue;

@@ -12,6 +12,17 @@
 // softmax(router logits)_e. Balanced routing gives aux_l = 1. The trained objective is
 // mean cross-entropy + coef * mean_l aux_l (coef: train.moe_aux_loss_coef).
 //
+// Expert parallel (ExpertParallel given): the experts are split over the ranks of a
+// Communicator in contiguous ranges; each rank routes its own tokens (its part of the
+// batch, as under data parallelism), each expert's rows go to the rank that owns it and its
+// outputs come back with alltoallv, and the same in backward for the rows' gradients.
+// Dropless: every routed row is computed (no capacity factor). An owner stacks an expert's
+// rows by rank, then in slot order, which is the single-process order of the whole batch, so
+// the expert passes and gradients are bitwise those of one process; f_e and P_e of the
+// load-balancing loss are summed over the ranks (the whole batch's). Only the owner computes
+// an expert's gradient (the others leave it 0, so the data-parallel gradient sum is it). A
+// failed collective ends the job (Communicator::abort), as the caller cannot return it.
+//
 // Plain functions over caller-owned buffers; every reduction has a fixed order (experts in
 // index order, tokens in batch order), so results do not depend on the thread count.
 #pragma once
@@ -23,6 +34,14 @@
 #include "model/model_config.h"
 
 namespace koi::train {
+
+class Communicator;
+
+// Experts split over comm's ranks (every rank holds the same batch share and calls the MoE
+// passes together).
+struct ExpertParallel {
+  Communicator* comm = nullptr;
+};
 
 // Pointers into a flat buffer (params or grads) for one layer's MoE block.
 struct MoeParams {
@@ -41,6 +60,7 @@ struct MoeActs {
   std::vector<std::vector<int32_t>> routed;  // per expert: its (token * K + slot) rows, ascending
   std::vector<std::vector<float>> xin, gate, up, sig, h;  // per expert: (n_e, C), then (n_e, F)
   std::vector<float> frac;              // (E) f_e
+  std::vector<int64_t> ep_counts;       // expert parallel: (ranks, E) rows each rank routed to each expert
   float aux = 0.0f;                     // aux_l
   // Shared expert: (N, Fs) pre-activations, sigmoid, product; (N, C) output; (N) gate.
   std::vector<float> s_gate, s_up, s_sig, s_h, s_out, s_scale;
@@ -53,12 +73,12 @@ struct MoeScratch {
 
 // out (N, C) = the block applied to xn (N, C), overwriting out; fills acts.
 void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const float* xn, float* out,
-                 int64_t N, MoeActs& acts);
+                 int64_t N, MoeActs& acts, const ExpertParallel* ep = nullptr);
 
 // After moe_forward: grads g += d/dparams and dxn (N, C) += d/dxn of
 //   sum_n dout[n] . out[n]  +  aux_scale * aux_l.
 void moe_backward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const MoeParams& g,
                   const float* dout, const float* xn, const MoeActs& acts, float aux_scale, float* dxn, int64_t N,
-                  MoeScratch& s);
+                  MoeScratch& s, const ExpertParallel* ep = nullptr);
 
 }  // namespace koi::train

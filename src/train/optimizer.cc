@@ -59,10 +59,10 @@ double sum_of_squares(const float* x, int64_t n) {
   return ss;
 }
 
-void scale_to_max_norm(std::vector<float>& grads, float norm, float max_norm) {
+void scale_to_max_norm(float* grads, int64_t n, float norm, float max_norm) {
   if (max_norm > 0.0f && norm > max_norm) {
     const float coef = max_norm / (norm + 1e-6f);
-    for (float& g : grads) g *= coef;
+    for (int64_t i = 0; i < n; ++i) grads[i] *= coef;
   }
 }
 

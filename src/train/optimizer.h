@@ -43,11 +43,14 @@ class AdamW {
 // Scales grads so that their global L2 norm is at most max_norm (max_norm <= 0: no
 // clipping); returns the norm before clipping.
 float clip_grad_norm(std::vector<float>& grads, float max_norm);
-// Its two halves, for gradients held in parts (tensor-parallel shards): the sum of squares of
-// x[0, n) in clip_grad_norm's fixed order, and the scaling of grads by max_norm / (norm + 1e-6)
-// when norm > max_norm > 0.
+// Its two halves, for gradients held in parts (tensor-parallel shards, ZeRO parts, pipeline
+// stages): the sum of squares of x[0, n) in clip_grad_norm's fixed order, and the scaling of
+// grads[0, n) by max_norm / (norm + 1e-6) when norm > max_norm > 0.
 double sum_of_squares(const float* x, int64_t n);
-void scale_to_max_norm(std::vector<float>& grads, float norm, float max_norm);
+void scale_to_max_norm(float* grads, int64_t n, float norm, float max_norm);
+inline void scale_to_max_norm(std::vector<float>& grads, float norm, float max_norm) {
+  scale_to_max_norm(grads.data(), static_cast<int64_t>(grads.size()), norm, max_norm);
+}
 
 struct LrSchedule {
   float lr = 1e-3f;

@@ -1,5 +1,5 @@
 // ParamTensor: one named tensor inside a flat parameter buffer (the model's, or the LoRA
-// adapters'). A plain value.
+// adapters'); Range: a span of such a buffer. Plain values.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,12 @@ struct ParamTensor {
   int64_t offset = 0;          // in floats
   int64_t size = 0;
   bool decay = false;          // weight decay applies (matrices and embeddings, not norms or biases)
+};
+
+// [begin, end) of a flat buffer (in floats, or items of a split; data_parallel.h split_range).
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
 };
 
 }  // namespace koi::train

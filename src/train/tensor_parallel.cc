@@ -113,15 +113,22 @@ Status TensorParallel::gather(const std::vector<float>& shard, std::vector<float
   return ok_status();
 }
 
-Result<float> TensorParallel::clip_grad_norm(std::vector<float>& grads, float max_norm) const {
+Result<double> TensorParallel::grad_sum_of_squares(const std::vector<float>& grads, int64_t begin,
+                                                   int64_t end) const {
   // [sum of squares of the split tensors (summed over the ranks), of the replicated ones]
   double ss[2] = {0.0, 0.0};
   for (const Piece& p : pieces_) {
+    if (p.shard_offset < begin || p.shard_offset >= end) continue;
     ss[p.cut == Piece::Cut::kReplicated ? 1 : 0] +=
         sum_of_squares(grads.data() + p.shard_offset, p.shard_rows * p.shard_cols);
   }
   KOI_RETURN_IF_ERROR(tp_->allreduce_sum(ss, 1, "allreduce tp grad norm"));
-  const float norm = static_cast<float>(std::sqrt(ss[0] + ss[1]));
+  return ss[0] + ss[1];
+}
+
+Result<float> TensorParallel::clip_grad_norm(std::vector<float>& grads, float max_norm) const {
+  KOI_ASSIGN_OR_RETURN(const double ss, grad_sum_of_squares(grads, 0, shard_size_));
+  const float norm = static_cast<float>(std::sqrt(ss));
   scale_to_max_norm(grads, norm, max_norm);
   return norm;
 }

@@ -59,6 +59,10 @@ class TensorParallel {
   // Clips the gradient of the whole model (this rank's shard in grads) to max_norm as
   // clip_grad_norm does on the full vector; returns the norm before clipping.
   Result<float> clip_grad_norm(std::vector<float>& grads, float max_norm) const;
+  // The squared gradient norm of the whole model's tensors whose shards lie in [begin, end) of
+  // the shard (a pipeline stage's slice; tensors never straddle it): the split tensors summed
+  // over the tp group, the replicated ones counted once. Every tp rank gets the same value.
+  Result<double> grad_sum_of_squares(const std::vector<float>& grads, int64_t begin, int64_t end) const;
 
  private:
   // One tensor: where it lies in the full and the shard vector, and how it is cut.

@@ -34,9 +34,18 @@ class PeerCommunicator final : public Communicator {
     std::copy(peer_part_.begin(), peer_part_.end(), data + peer * counts[0]);
     return ok_status();
   }
+  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
+    return Status::unsupported("not here");
+  }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   Result<std::unique_ptr<Communicator>> split(int, int) override { return Status::unsupported("not here"); }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return Status::unsupported("not here");
+  }
+  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
+  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
   [[noreturn]] void abort(int) override { std::abort(); }
 
  private:

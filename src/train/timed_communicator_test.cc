@@ -22,11 +22,20 @@ class SlowCommunicator final : public Communicator {
   }
   Status allreduce_sum(double*, int64_t, std::string_view) override { return Status::unavailable("peer gone"); }
   Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
+  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
+    return ok_status();
+  }
   Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
   Status barrier(std::string_view) override { return ok_status(); }
   Result<std::unique_ptr<Communicator>> split(int, int) override {
     return std::unique_ptr<Communicator>(new SlowCommunicator());
   }
+  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
+                   std::string_view) override {
+    return ok_status();
+  }
+  Status send(const float*, int64_t, int, std::string_view) override { return ok_status(); }
+  Status recv(float*, int64_t, int, std::string_view) override { return ok_status(); }
   [[noreturn]] void abort(int) override { std::abort(); }
   int64_t step_ = 0;
 };
@@ -50,14 +59,23 @@ TEST(TimedCommunicator, ForwardsAndAddsTimeAndCallsPerKind) {
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "barrier"}}), 1);
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "allgather"}}), 0);
   EXPECT_GE(registry.value("koi_train_collective_seconds_total", {{"collective", "allreduce"}}), 0.040);
-  // Payload bytes: two allreduces of 2 floats and one of 1 double.
-  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 2 * 8 + 8);
-  // A split communicator reports into the same metrics.
+  // Bytes of the full buffers: 2 x 2 floats and a double; a reduce-scatter counts its input,
+  // started or not.
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 24);
+  const float in[4] = {1, 2, 3, 4};
+  float out[2];
+  ASSERT_TRUE(timed.reduce_scatter_sum(in, out, {2, 2}, "rs").ok());
+  ASSERT_TRUE(timed.wait(timed.start_reduce_scatter_sum(in, out, {2, 2}, "rs")).ok());
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "reduce_scatter"}}), 32);
+  EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "reduce_scatter"}}), 2);
+  EXPECT_EQ(m.collective_bytes_total(), 56);
+  // A split communicator reports into the same metrics and the same bytes() total.
   Result<std::unique_ptr<Communicator>> sub = timed.split(0, 0);
   ASSERT_TRUE(sub.ok());
   ASSERT_TRUE((*sub)->allreduce_sum(x, 2, "tp allreduce").ok());
   EXPECT_EQ(registry.value("koi_train_collectives_total", {{"collective", "allreduce"}}), 4);
-  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 3 * 8 + 8);
+  EXPECT_EQ(registry.value("koi_train_collective_bytes_total", {{"collective", "allreduce"}}), 32);
+  EXPECT_EQ(m.collective_bytes_total(), 64);  // every kind, the split one's too
   // Every kind is exported from the start, at zero.
   EXPECT_NE(registry.render().find("koi_train_collective_seconds_total{collective=\"broadcast\"} 0"), std::string::npos);
 }

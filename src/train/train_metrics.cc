@@ -3,6 +3,11 @@
 #include <vector>
 
 namespace koi::train {
+
+namespace {
+constexpr const char* kCollectiveKinds[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                            "barrier",   "alltoall",  "send",           "recv"};
+}  // namespace
 namespace {
 
 const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -41,18 +46,33 @@ TrainMetrics::TrainMetrics(metrics::Registry& r)
       checkpoint_write(r.histogram("koi_train_checkpoint_write_seconds",
                                    "Wall time of writing one checkpoint (in the background).", {}, kCheckpointBuckets)
                            .labels({})),
+      pipeline_bubble(r.gauge("koi_train_pipeline_bubble_ratio",
+                              "Pipeline parallel: share of the last step's schedule the stages spent waiting for a "
+                              "neighbour (mean over stages).")
+                          .labels({})),
+      pipeline_bubble_theory(r.gauge("koi_train_pipeline_bubble_theory_ratio",
+                                     "Pipeline parallel: the bubble of an ideal schedule, (p-1)/(m+p-1).")
+                                 .labels({})),
       collective_seconds(r.counter("koi_train_collective_seconds_total",
-                                   "Seconds spent inside collectives, by kind (allreduce, allgather, broadcast, barrier).",
+                                   "Seconds spent inside collectives, by kind (allreduce, allgather, reduce_scatter, "
+                                   "broadcast, barrier, alltoall, send, recv).",
                                    {"collective"})),
       collectives(r.counter("koi_train_collectives_total", "Collectives called, by kind.", {"collective"})),
       collective_bytes(r.counter("koi_train_collective_bytes_total",
-                                 "Bytes handed to collectives, by kind (an allreduce of n floats counts 4n).",
+                                 "Bytes of the collectives' full buffers (an allreduce's data, an allgather's "
+                                 "gathered result, a reduce-scatter's input), by kind.",
                                  {"collective"})) {
-  for (const char* kind : {"allreduce", "allgather", "broadcast", "barrier"}) {
+  for (const char* kind : kCollectiveKinds) {
     collective_seconds.labels({kind});
     collectives.labels({kind});
     collective_bytes.labels({kind});
   }
+}
+
+double TrainMetrics::collective_bytes_total() {
+  double sum = 0.0;
+  for (const char* kind : kCollectiveKinds) sum += collective_bytes.labels({kind}).value();
+  return sum;
 }
 
 }  // namespace koi::train

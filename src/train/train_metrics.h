@@ -14,8 +14,12 @@
 //   koi_train_checkpoint_write_seconds       histogram: the background write of a checkpoint
 //   koi_train_collective_seconds_total{collective}  rank 0's time inside each kind of collective
 //   koi_train_collectives_total{collective}         collectives called
-//   koi_train_collective_bytes_total{collective}    bytes rank 0 handed to them (the payload)
-// (collective: allreduce, allgather, broadcast, barrier; see TimedCommunicator.)
+//   koi_train_collective_bytes_total{collective}    bytes of the collectives' full buffers
+// (collective: allreduce, allgather, reduce_scatter, broadcast, barrier, alltoall, send, recv;
+// see TimedCommunicator.)
+//   koi_train_pipeline_bubble_ratio          pipeline parallel: the share of the last step's
+//                                            schedule the stages spent waiting (mean over stages)
+//   koi_train_pipeline_bubble_theory_ratio   (p-1)/(m+p-1) for p stages and m micro-batches
 #pragma once
 
 #include "base/metrics.h"
@@ -41,9 +45,15 @@ struct TrainMetrics {
   metrics::Gauge& mfu;
   metrics::Histogram& checkpoint_snapshot;
   metrics::Histogram& checkpoint_write;
+  metrics::Gauge& pipeline_bubble;
+  metrics::Gauge& pipeline_bubble_theory;
   metrics::Family<metrics::Counter> collective_seconds;
   metrics::Family<metrics::Counter> collectives;
   metrics::Family<metrics::Counter> collective_bytes;
+
+  // The sum of collective_bytes over the kinds: every byte this process's communicators (the
+  // world and the mesh's axes) handed to collectives so far.
+  double collective_bytes_total();
 };
 
 }  // namespace koi::train

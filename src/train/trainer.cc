@@ -21,9 +21,11 @@
 #include "train/finetune.h"
 #include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/parallel_strategy.h"
 #include "train/timed_communicator.h"
 #include "train/tensor_parallel.h"
 #include "train/train_metrics.h"
+#include "train/zero.h"
 
 namespace koi::train {
 namespace {
@@ -132,10 +134,11 @@ Result<TokenShards> corpus_tokens(const TrainConfig& c, const TrainState& state,
 }
 
 // Mean loss over eval_iters batches of a fixed sequence (the same batches at every call);
-// each rank computes its part of every batch.
-// each data-parallel rank computes its part of every batch (dp: the mesh's dp group).
-Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange tokens, const TrainConfig& c, int T,
-                            uint64_t seed) {
+// each data-parallel rank computes its part of every batch (dp: the mesh's dp group; with a
+// pipeline, every stage of the dp rank runs its layers on that part and the last has the loss,
+// summed over the stages by pp).
+Result<float> estimate_loss(LlamaTrain& model, Pipeline* pipeline, Communicator& dp, Communicator& pp,
+                            TokenRange tokens, const TrainConfig& c, int T, uint64_t seed) {
   BatchLoader loader(tokens, c.batch_size, T, seed);
   std::vector<int32_t> inputs(static_cast<size_t>(c.batch_size) * T), targets(inputs.size());
   const int rank_batch = c.batch_size / dp.size();
@@ -143,11 +146,45 @@ Result<float> estimate_loss(LlamaTrain& model, Communicator& dp, TokenRange toke
   double sum = 0.0;
   for (int i = 0; i < c.eval_iters; ++i) {
     loader.next(inputs.data(), targets.data());
+    if (pipeline) {
+      KOI_ASSIGN_OR_RETURN(const double part,
+                           pipeline->eval_batch(inputs.data() + first, targets.data() + first, rank_batch, T));
+      sum += part;
+      continue;
+    }
     sum += model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) * rank_batch;
     KOI_RETURN_IF_ERROR(model.parallel_status());
   }
   KOI_RETURN_IF_ERROR(dp.allreduce_sum(&sum, 1, "allreduce eval loss"));
+  if (pipeline) KOI_RETURN_IF_ERROR(pp.allreduce_sum(&sum, 1, "allreduce eval loss over the stages"));
   return static_cast<float>(sum / c.batch_size / std::max(1, c.eval_iters));
+}
+
+// ZeRO-2/3: every rank's memory over the steps (zero.h), printed by rank 0 and appended to
+// metrics.jsonl as one {"memory_rank":R,...} line per rank.
+Status report_memory(const ShardedDataParallel& zero, Communicator& comm, const std::string& metrics) {
+  const ZeroMemory m = zero.memory();
+  constexpr int kFields = 5;
+  std::vector<double> all(static_cast<size_t>(kFields * comm.size()), 0.0);
+  double* mine = all.data() + kFields * comm.rank();
+  mine[0] = static_cast<double>(m.own), mine[1] = static_cast<double>(m.working_set);
+  mine[2] = static_cast<double>(m.tracked_peak), mine[3] = static_cast<double>(m.peak_rss);
+  mine[4] = static_cast<double>(m.one_process);
+  KOI_RETURN_IF_ERROR(comm.allreduce_sum(all.data(), static_cast<int64_t>(all.size()), "allreduce memory report"));
+  if (comm.rank() != 0) return ok_status();
+  std::fprintf(stderr, "memory per rank: %s\n", m.arithmetic.c_str());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* v = all.data() + kFields * r;
+    std::fprintf(stderr,
+                 "memory rank %d: tracked peak %.0f B <= own %.0f B + working set %.0f B = %.0f B (one process: %.0f "
+                 "B); peak RSS %.1f MiB\n",
+                 r, v[2], v[0], v[1], v[0] + v[1], v[4], v[3] / (1 << 20));
+    append_line(metrics, fmt::format("{{\"memory_rank\":{},\"own_bytes\":{:.0f},\"working_set_bytes\":{:.0f},"
+                                     "\"tracked_peak_bytes\":{:.0f},\"peak_rss_bytes\":{:.0f},"
+                                     "\"one_process_bytes\":{:.0f}}}",
+                                     r, v[0], v[1], v[2], v[3], v[4]));
+  }
+  return ok_status();
 }
 
 // data.tokenizer and the fine-tuning keys. model.init_from takes the place of the shape keys
@@ -200,7 +237,41 @@ Status check_same_run(Communicator& comm, const std::vector<int64_t>& mine) {
       comm.rank(), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
 }
 
+// The step log's " | bubble 0.21 (ideal 0.20)" of a pipeline (empty without one); sets the
+// bubble gauges.
+std::string pipeline_log(const std::vector<double>& stage_bubble, const PipelineConfig& p, TrainMetrics& metrics) {
+  if (stage_bubble.empty()) return "";
+  double mean = 0.0;
+  for (double b : stage_bubble) mean += b / static_cast<double>(stage_bubble.size());
+  const double ideal = theoretical_bubble(p.stages, p.micro_batches);
+  metrics.pipeline_bubble.set(mean);
+  metrics.pipeline_bubble_theory.set(ideal);
+  return fmt::format(" | bubble {:.2f} (ideal {:.2f})", mean, ideal);
+}
+
+// metrics.jsonl fields of a pipeline step: the mean bubble, the ideal one, every stage's.
+std::string pipeline_json(const std::vector<double>& stage_bubble, const PipelineConfig& p) {
+  double mean = 0.0;
+  std::string stages;
+  for (size_t s = 0; s < stage_bubble.size(); ++s) {
+    mean += stage_bubble[s] / static_cast<double>(stage_bubble.size());
+    stages += fmt::format("{}{:.4f}", s ? "," : "", stage_bubble[s]);
+  }
+  return fmt::format(",\"bubble\":{:.4f},\"bubble_ideal\":{:.4f},\"stage_bubble\":[{}]", mean,
+                     theoretical_bubble(p.stages, p.micro_batches), stages);
+}
+
 }  // namespace
+
+Status set_pipeline_config(std::string_view schedule, PipelineConfig* p) {
+  KOI_ASSIGN_OR_RETURN(p->schedule, pipeline_schedule_from_name(schedule));
+  if (p->stages < 1) return Status::invalid_argument("pp (pipeline stages) must be at least 1");
+  if (p->micro_batches < 1) return Status::invalid_argument("pp_microbatches must be at least 1");
+  if (p->stages == 1 && p->micro_batches > 1) {
+    return Status::invalid_argument("pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
+  }
+  return ok_status();
+}
 
 Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::string& file_name) {
   YAML::Node root;
@@ -217,6 +288,7 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   m.n_kv_heads = 0;
   std::string tokenizer;
   std::vector<std::string> lora_targets;
+  std::string pp_schedule = pipeline_schedule_name(c.pipeline.schedule);
   KOI_RETURN_IF_ERROR(read_section(root, "model",
                                    {field("dim", &m.dim), field("layers", &m.n_layers), field("heads", &m.n_heads),
                                     field("kv_heads", &m.n_kv_heads), field("ffn_dim", &m.ffn_dim),
@@ -246,7 +318,10 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
        field("checkpoint_interval", &c.checkpoint_interval), field("keep_checkpoints", &c.keep_checkpoints),
        field("lora_rank", &c.lora.rank), field("lora_alpha", &c.lora.alpha), field("lora_targets", &lora_targets),
        field("out", &c.out_dir), field("threads", &c.threads), field("zero", &c.zero_stage),
-       field("bucket_mb", &c.bucket_mb), field("moe_aux_loss_coef", &c.moe_aux_loss_coef)},
+       field("overlap", &c.overlap), field("bucket_mb", &c.bucket_mb),
+       field("moe_aux_loss_coef", &c.moe_aux_loss_coef), field("dp", &c.mesh.dp), field("tp", &c.mesh.tp),
+       field("pp", &c.mesh.pp), field("ep", &c.mesh.ep), field("pp_microbatches", &c.pipeline.micro_batches),
+       field("pp_schedule", &pp_schedule)},
       file_name));
   for (const auto& kv : root) {
     const std::string s = kv.first.as<std::string>();
@@ -270,9 +345,13 @@ Result<TrainConfig> parse_train_config(const std::string& yaml_text, const std::
   if (c.batch_size < 1 || c.grad_accum < 1 || c.steps < 1) {
     return Status::invalid_argument(file_name + ": train.batch_size, grad_accum and steps must be at least 1");
   }
-  if (c.zero_stage != 0 && c.zero_stage != 1) {
-    return Status::invalid_argument(file_name + ": train.zero must be 0 (plain data parallel) or 1 (ZeRO-1)");
+  if (c.zero_stage < 0 || c.zero_stage > 3) {
+    return Status::invalid_argument(file_name +
+                                    ": train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded AdamW state), 2 "
+                                    "(ZeRO-2: and gradients) or 3 (ZeRO-3/FSDP: and weights)");
   }
+  c.pipeline.stages = c.mesh.pp;
+  KOI_RETURN_IF_ERROR(set_pipeline_config(pp_schedule, &c.pipeline).with_prefix(file_name + ": train"));
   if (!(c.bucket_mb > 0.0)) return Status::invalid_argument(file_name + ": train.bucket_mb must be positive");
   if (!(c.moe_aux_loss_coef >= 0.0f) || !std::isfinite(c.moe_aux_loss_coef)) {
     return Status::invalid_argument(file_name + ": train.moe_aux_loss_coef must be a finite number >= 0");
@@ -312,6 +391,47 @@ Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& 
   return ok_status();
 }
 
+// load_initial_state, then a resumed checkpoint's optimizer state to whichever holds it: opt,
+// the pipeline's stage, or (for ZeRO-2/3, which is made later from the weights) *resumed.
+Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
+                          const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
+                          LlamaTrain* model, DistributedAdamW* opt, Pipeline* pipeline, std::optional<AdamW>* resumed) {
+  AdamW opt_state(c.adam, static_cast<int64_t>(model->trainable_params().size()));
+  KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, full_config, tp, pool, model, &opt_state));
+  if (ckpt_dir.empty()) return ok_status();
+  if (opt != nullptr) {
+    opt->load_full_state(opt_state);
+  } else if (pipeline != nullptr) {
+    pipeline->load_full_state(opt_state);
+  } else {
+    resumed->emplace(std::move(opt_state));
+  }
+  return ok_status();
+}
+
+// ZeRO-2/3 over `data` from the model's weights (and a resumed checkpoint's optimizer state),
+// or null.
+std::unique_ptr<ShardedDataParallel> create_zero(const TrainConfig& c, Communicator* data, LlamaTrain* model,
+                                                 std::optional<AdamW> resumed) {
+  if (c.zero_stage < 2) return nullptr;
+  auto zero = std::make_unique<ShardedDataParallel>(data, model, c.adam, c.zero_stage, c.overlap);
+  if (resumed) zero->load_full_state(*resumed);
+  return zero;
+}
+
+// The banner's " x 4 ranks (dp=1 tp=2 pp=2 ep=1), ZeRO-1, 1f1b schedule, 4 micro-batches" (empty
+// for one process without ZeRO-2/3).
+std::string parallel_banner(const TrainConfig& c, const MeshShape& mesh, int ranks) {
+  if (ranks == 1 && c.zero_stage < 2) return "";
+  std::string out = fmt::format(" x {} ranks ({})", ranks, mesh.to_string());
+  if (c.zero_stage > 0) out += fmt::format(", ZeRO-{}", c.zero_stage);
+  if (mesh.pp > 1) {
+    out += fmt::format(", {} schedule, {} micro-batches", pipeline_schedule_name(c.pipeline.schedule),
+                       c.pipeline.micro_batches);
+  }
+  return out;
+}
+
 // Under tensor parallelism: the full weights and optimizer state gathered from every tp rank
 // into *whole and *whole_opt (created on first use) when keep (the rank that writes the
 // checkpoint); the other ranks take part in the gathers and drop the result.
@@ -336,6 +456,63 @@ Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, Adam
   return ok_status();
 }
 
+// Expert parallel (mesh ep > 1, moe_train.h): the experts of a mixture-of-experts model split
+// over the ep group.
+Status setup_expert_parallel(const model::ModelConfig& mc, Mesh& mesh, LlamaTrain* model) {
+  const int ep = mesh.shape().ep;
+  if (ep == 1) return ok_status();
+  if (mc.moe.n_experts < ep) {
+    return Status::invalid_argument("--ep " + std::to_string(ep) +
+                                    " needs a mixture-of-experts model with at least that many experts (model.experts "
+                                    "is " + std::to_string(mc.moe.n_experts) + ")");
+  }
+  model->set_expert_parallel(&mesh.ep());
+  return ok_status();
+}
+
+// Under --pp: this rank's stage of a pipeline over the mesh's pp group, with its own AdamW
+// (pipeline.h), each dp rank's batch_per_rank sequences going through it; nullopt otherwise.
+Result<std::optional<Pipeline>> create_pipeline(const TrainConfig& c, Mesh& mesh, const TensorParallel* tp,
+                                                int batch_per_rank, LlamaTrain* model) {
+  if (mesh.shape().pp == 1) return std::optional<Pipeline>();
+  PipelineConfig config = c.pipeline;
+  config.stages = mesh.shape().pp;
+  KOI_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::create(&mesh.pp(), model, config, c.adam, batch_per_rank));
+  pipeline.set_tensor_parallel(tp);
+  return std::optional<Pipeline>(std::move(pipeline));
+}
+
+// The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
+// what to use instead.
+Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
+  const std::string zero = std::to_string(c.zero_stage);
+  if (mesh.ep > 1 && (mesh.dp > 1 || mesh.tp > 1 || mesh.pp > 1)) {
+    return Status::unsupported("mesh " + mesh.to_string() + ": expert parallelism (--ep) does not combine with " +
+                               "--dp, --tp or --pp yet; run --ep " + std::to_string(mesh.ep) + " alone (mpirun -np " +
+                               std::to_string(mesh.ep) + ", its ranks also split the batch)");
+  }
+  if (mesh.pp > 1 && c.zero_stage != 0) {
+    return Status::unsupported("--zero " + zero + " with --pp " + std::to_string(mesh.pp) +
+                               ": the pipeline stages keep their own AdamW and ZeRO does not shard them yet; use "
+                               "--zero 0 with --pp, or --zero " + zero + " with --dp alone");
+  }
+  if (mesh.ep > 1 && c.zero_stage >= 2) {
+    return Status::unsupported("--zero " + zero + " with --ep: ZeRO-2/3 do not shard expert-parallel models yet; use "
+                               "--zero 0 or 1 with --ep");
+  }
+  if (c.zero_stage >= 2 && c.lora.rank > 0) {
+    return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
+                                    " shards the whole model's weights and gradients, and a LoRA run trains only its "
+                                    "adapters; use zero 0 or 1 with lora_rank");
+  }
+  if (c.zero_stage >= 2 && mesh.tp > 1) {
+    return Status::unsupported("--zero " + std::to_string(c.zero_stage) + " with --tp " + std::to_string(mesh.tp) +
+                               ": ZeRO-2/3 do not shard tensor-parallel shards yet; use --zero 1 with --tp, or "
+                               "--zero " + std::to_string(c.zero_stage) + " with --dp alone");
+  }
+  return ok_status();
+}
+
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -345,11 +522,11 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   Communicator& cm = timed_comm;
   const int rank = cm.rank(), ranks = cm.size();
   KOI_ASSIGN_OR_RETURN(Mesh mesh, Mesh::create(cm, c.mesh));
-  if (mesh.shape().pp > 1 || mesh.shape().ep > 1) {
-    return Status::unsupported("mesh " + mesh.shape().to_string() +
-                               ": pipeline (--pp) and expert (--ep) parallelism are not built yet; use --dp and --tp");
-  }
-  const int dp_ranks = mesh.dp().size();
+  KOI_RETURN_IF_ERROR(check_parallel_layout(c, mesh.shape()));
+  // The ranks that split the batch: the dp group, or under expert parallelism the ep group
+  // (the experts' ranks take different sequences; check_parallel_layout keeps ep alone).
+  Communicator& data = mesh.shape().ep > 1 ? mesh.ep() : mesh.dp();
+  const int dp_ranks = data.size();
   if (c.batch_size % dp_ranks != 0) {
     return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
                                     std::to_string(dp_ranks) +
@@ -395,7 +572,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
     state.chars = CharVocab::from_texts(views).chars();
   }
   const int T = c.seq_len > 0 ? c.seq_len : base->config.max_seq_len, B = c.batch_size, rank_batch = B / dp_ranks;
-  const int64_t first = int64_t{mesh.dp_rank()} * rank_batch * T;  // this rank's first token of a batch
+  const int64_t first = int64_t{data.rank()} * rank_batch * T;  // this rank's first token of a batch
   if (base && T > base->config.max_seq_len) {
     return Status::invalid_argument("train.seq_len " + std::to_string(T) + " exceeds the context of " + c.init_from +
                                     " (" + std::to_string(base->config.max_seq_len) + " tokens)");
@@ -412,18 +589,25 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_trace(trace);
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
-  DistributedAdamW opt(&mesh.dp(), c.adam, model.trainable_layout(), c.zero_stage);
-  {
-    AdamW opt_state(c.adam, static_cast<int64_t>(model.trainable_params().size()));
-    KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model, &opt_state));
-    if (!ckpt_dir.empty()) opt.load_full_state(opt_state);
-  }
+  KOI_RETURN_IF_ERROR(setup_expert_parallel(mc, mesh, &model));
+  KOI_ASSIGN_OR_RETURN(std::optional<Pipeline> pipeline,
+                       create_pipeline(c, mesh, tp ? &*tp : nullptr, rank_batch, &model));
+  // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
+  std::optional<DistributedAdamW> opt;
+  if (c.zero_stage < 2 && !pipeline) opt.emplace(&data, c.adam, model.trainable_layout(), c.zero_stage);
+  std::optional<AdamW> resumed;  // the checkpoint's optimizer state, for ZeRO-2/3
+  KOI_RETURN_IF_ERROR(load_initial_state(c, base, ckpt_dir, mc, tp ? &*tp : nullptr, &pool, &model,
+                                         opt ? &*opt : nullptr, pipeline ? &*pipeline : nullptr, &resumed));
   if (!ckpt_dir.empty() && rank == 0) {
-    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s)\n", ckpt_dir.c_str(),
-                 static_cast<long long>(state.step), state.mesh.c_str());
+    std::fprintf(stderr, "resuming from %s (step %lld, saved under %s%s)\n", ckpt_dir.c_str(),
+                 static_cast<long long>(state.step), state.mesh.c_str(),
+                 state.zero_stage > 0 ? fmt::format(", ZeRO-{}", state.zero_stage).c_str() : "");
   }
-  KOI_RETURN_IF_ERROR(check_same_run(cm, {static_cast<int64_t>(model.params().size()), state.step,
-                                          static_cast<int64_t>(state.loader_position)}));
+  const int64_t num_params = static_cast<int64_t>(model.params().size());
+  KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
+  std::unique_ptr<ShardedDataParallel> zero = create_zero(c, &data, &model, std::move(resumed));
+  ParallelStrategy strategy{.model = &model, .data = &data, .opt = opt ? &*opt : nullptr, .zero = zero.get(),
+                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr, .trace = trace};
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -446,11 +630,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   if (rank == 0) {
     step_metrics.model_flops_per_token.set(flops_per_token);
     step_metrics.peak_flops.set(peak_flops);
-    const std::string parallel =
-        ranks == 1 ? ""
-                   : fmt::format(" x {} ranks ({}){}", ranks, mesh.shape().to_string(), c.zero_stage == 1 ? ", ZeRO-1" : "");
+    const std::string parallel = parallel_banner(c, mesh.shape(), ranks);
     std::fprintf(stderr, "model: %lld parameters, vocabulary %d; data: %llu train / %llu val tokens; %d threads%s\n",
-                 static_cast<long long>(model.params().size()), mc.n_vocab,
+                 static_cast<long long>(num_params), mc.n_vocab,
                  static_cast<unsigned long long>(train_tokens.size()),
                  static_cast<unsigned long long>(val_tokens.size()), pool.num_threads(), parallel.c_str());
     if (model.lora() != nullptr) {
@@ -482,9 +664,10 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   auto checkpoint = [&]() -> Status {
     state.loader_position = loader.position();
     state.mesh = mesh.shape().to_string();
+    state.zero_stage = c.zero_stage;
     saved_step = state.step;
     trace::Span span(trace, "checkpoint snapshot", "checkpoint");
-    return opt.with_full_state([&](AdamW& full) -> Status {
+    auto write = [&](AdamW& full) -> Status {
       if (tp) KOI_RETURN_IF_ERROR(gather_full_state(*tp, model, full, rank == 0, c.adam, &whole, &whole_opt, mc, &pool));
       if (rank != 0) return ok_status();
       const auto t0 = std::chrono::steady_clock::now();
@@ -492,14 +675,16 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       const double stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_metrics.checkpoint_snapshot.observe(stall_s);
       return writer.submit(std::move(snapshot), stall_s * 1e3);
-    });
+    };
+    return strategy.with_full_state(write);
   };
   auto evaluate = [&](bool with_train) -> Status {
     trace::Span span(trace, "evaluate", "eval");
-    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, mesh.dp(), val_tokens, c, T, c.seed + 1));
+    Pipeline* stages = pipeline ? &*pipeline : nullptr;
+    KOI_ASSIGN_OR_RETURN(const float val, estimate_loss(model, stages, data, mesh.pp(), val_tokens, c, T, c.seed + 1));
     float train = 0.0f;
     if (with_train) {
-      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, mesh.dp(), train_tokens, c, T, c.seed + 2));
+      KOI_ASSIGN_OR_RETURN(train, estimate_loss(model, stages, data, mesh.pp(), train_tokens, c, T, c.seed + 2));
     }
     result.val_loss = val, result.train_loss = train;
     if (rank != 0) return ok_status();
@@ -517,51 +702,38 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   std::vector<double> step_stats(2 + ranks);
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
+  if (zero) zero->reset_peak();
   while (state.step < c.steps) {
     mesh.set_step(state.step + 1);
     if (c.eval_interval > 0 && state.step % c.eval_interval == 0) KOI_RETURN_IF_ERROR(evaluate(false));
     const auto t0 = std::chrono::steady_clock::now();
+    const double bytes_before = step_metrics.collective_bytes_total();
     model.zero_grad();
+    if (zero) zero->zero_grad();
     double loss = 0.0;
     for (int micro = 0; micro < c.grad_accum; ++micro) {
       loader.next(inputs.data(), targets.data());
-      {
-        trace::Span span(trace, "forward", "compute");
-        loss += (model.forward(inputs.data() + first, targets.data() + first, rank_batch, T) + model.aux_loss()) *
-                rank_batch;
-      }
-      trace::Span span(trace, "backward", "compute");
-      model.backward(1.0f / static_cast<float>(B * T * c.grad_accum));
-      KOI_RETURN_IF_ERROR(model.parallel_status());
+      KOI_ASSIGN_OR_RETURN(const double part,
+                           strategy.forward_backward(inputs.data() + first, targets.data() + first, rank_batch, T,
+                                                     1.0f / static_cast<float>(B * T * c.grad_accum)));
+      loss += part;
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
     step_stats[0] = mesh.tp_rank() == 0 ? loss : 0.0;  // the tp ranks of a dp rank share one loss
     step_stats[1] = stop != nullptr && stop->load() ? 1.0 : 0.0;
     step_stats[2 + rank] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    {
-      trace::Span span(trace, "allreduce grads", "collective");
-      KOI_RETURN_IF_ERROR(allreduce_grads(mesh.dp(), model.trainable_grads(), bucket_floats));
-    }
+    KOI_RETURN_IF_ERROR(strategy.reduce_grads(bucket_floats));
     {
       trace::Span span(trace, "allreduce loss and step times", "collective");
       KOI_RETURN_IF_ERROR(cm.allreduce_sum(step_stats.data(), ranks + 2, "allreduce loss and step times"));
     }
     loss = step_stats[0] / B / c.grad_accum;
-    float norm;
-    {
-      trace::Span span(trace, "clip grad norm", "optimizer");
-      if (tp) {
-        KOI_ASSIGN_OR_RETURN(norm, tp->clip_grad_norm(model.trainable_grads(), c.grad_clip));
-      } else {
-        norm = clip_grad_norm(model.trainable_grads(), c.grad_clip);
-      }
-    }
+    KOI_ASSIGN_OR_RETURN(const float norm, strategy.clip_grad_norm(c.grad_clip));
     const float lr = lr_at(c.schedule, state.step);
-    {
-      trace::Span span(trace, "optimizer", "optimizer");
-      KOI_RETURN_IF_ERROR(opt.step(model.trainable_params(), model.trainable_grads(), lr, &pool));
-    }
+    KOI_RETURN_IF_ERROR(strategy.step(lr, &pool));
     ++state.step;
+    KOI_ASSIGN_OR_RETURN(const std::vector<double> stage_bubble, strategy.bubble());
+    const std::string bubble_log = pipeline_log(stage_bubble, c.pipeline, step_metrics);
 
     const auto t_end = std::chrono::steady_clock::now();
     const double step_secs = std::chrono::duration<double>(t_end - t0).count();
@@ -582,9 +754,9 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       step_metrics.model_flops_per_second.set(flops_per_token * tok_s);
       step_metrics.mfu.set(peak_flops > 0.0 ? flops_per_token * tok_s / peak_flops : 0.0);
       if (c.log_interval > 0 && (state.step % c.log_interval == 0 || state.step == c.steps)) {
-        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | left %s\n",
+        std::fprintf(stderr, "step %lld/%d | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step%s | left %s\n",
                      static_cast<long long>(state.step), c.steps, loss, lr, norm, tok_s, step_secs * 1e3,
-                     format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
+                     bubble_log.c_str(), format_duration(avg * static_cast<double>(c.steps - state.step)).c_str());
         KOI_RETURN_IF_ERROR(write_file_atomic(metrics_prom, step_metrics.registry.render()));
       }
       char line[256];
@@ -593,11 +765,14 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
                     "\"step_ms\":%.3f",
                     static_cast<long long>(state.step), loss, lr, norm, tok_s, step_secs * 1e3);
       std::string json = line;
+      if (pipeline) json += pipeline_json(stage_bubble, c.pipeline);
       if (ranks > 1) {
         const std::vector<double> rank_ms(step_stats.begin() + 2, step_stats.end());
         json += ",\"rank_ms\":[";
         for (int r = 0; r < ranks; ++r) json += (r ? "," : "") + fmt::format("{:.3f}", rank_ms[r]);
         json += "]";
+        // Bytes of rank 0's collectives in the step (TimedCommunicator), for the ZeRO benchmarks.
+        json += fmt::format(",\"comm_bytes\":{:.0f}", step_metrics.collective_bytes_total() - bytes_before);
         for (int r : stragglers.observe(rank_ms)) {
           std::fprintf(stderr,
                        "straggler: rank %d at step %lld: %.1f ms of compute per step, more than %.1fx the median "
@@ -618,6 +793,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       break;
     }
   }
+  if (zero) KOI_RETURN_IF_ERROR(report_memory(*zero, mesh.dp(), metrics));
   if (!result.stopped) {
     KOI_RETURN_IF_ERROR(evaluate(true));
     if (saved_step != state.step) KOI_RETURN_IF_ERROR(checkpoint());

@@ -23,12 +23,19 @@
 // Data parallel: given a Communicator of N ranks (`mpirun -np N koi train`), each rank
 // computes batch_size / N sequences of every batch, gradients are summed by bucketed
 // allreduce, AdamW runs on every rank or, with zero_stage 1, on each rank's shard
-// (data_parallel.h); rank 0 alone prints, writes metrics (with every rank's step time, and
+// (data_parallel.h); with zero_stage 2 or 3 gradients (and weights) are sharded per layer
+// instead (zero.h), and after the steps every rank's memory is reported; rank 0 alone prints, writes metrics (with every rank's step time, and
 // flags stragglers) and writes checkpoints, which hold the full state and so resume on any
 // number of ranks. A collective that hangs fails the run with DeadlineExceeded (collectives.h).
 // Under a device mesh (config.mesh) the batch splits over the dp group only and every layer
 // over the tp group (tensor_parallel.h); checkpoints hold full tensors, so they resume under
 // any mesh.
+// Pipeline parallel (mesh pp > 1): the pp group's ranks are the stages of one pipeline, each
+// dp rank's part of a batch runs through it in micro-batches (pipeline.h; every stage may be
+// tensor parallel inside); the last stage has the loss (its tp rank 0 reports it), the step
+// log and metrics add the measured bubble beside (p-1)/(m+p-1), and checkpoints gather the
+// stages. Expert parallel (mesh ep > 1, alone): the experts split over the ranks, which also
+// split the batch. check_parallel_layout refuses the combinations not built yet.
 // One run per process; the work runs on a ThreadPool of `threads` threads.
 #pragma once
 
@@ -46,6 +53,7 @@
 #include "train/lora.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 
 namespace koi::train {
 
@@ -75,12 +83,19 @@ struct TrainConfig {
   int keep_checkpoints = 2;
   std::string out_dir;
   int threads = 0;  // 0: the physical cores
-  int zero_stage = 0;       // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1)
+  // 1: shard AdamW's m and v over the data-parallel ranks (ZeRO-1); 2: and the gradients
+  // (ZeRO-2); 3: and the weights, gathered per layer (ZeRO-3/FSDP) (zero.h).
+  int zero_stage = 0;
+  bool overlap = true;      // ZeRO-2/3: non-blocking collectives overlapped with compute
   double bucket_mb = 25.0;  // size of a gradient allreduce bucket
   // The device mesh (`--dp --tp --pp --ep`, mesh.h); dp 0: the ranks left over. Tensor
   // parallel (tp > 1, tensor_parallel.h) splits every layer over tp ranks; data parallel
   // splits the batch over dp.
   MeshShape mesh;
+  // Pipeline parallel (pipeline.h; train.pp_microbatches, pp_schedule or --pp-microbatches,
+  // --pp-schedule): the micro-batches and schedule of the mesh's pp stages. `stages` is set
+  // from mesh.pp (the one place the stage count is given).
+  PipelineConfig pipeline;
   // Mixture of experts (model.experts > 0): the weight of the router's load-balancing loss
   // (moe_train.h) in the objective; the logged training loss includes it, evaluations do not.
   float moe_aux_loss_coef = 0.01f;
@@ -88,6 +103,10 @@ struct TrainConfig {
   // step after its files are written, before it is committed.
   std::function<void(int64_t step)> before_checkpoint_commit;
 };
+
+// Sets the pipeline's schedule by name ("1f1b", "gpipe") and checks its stage and
+// micro-batch counts: the one check of the recipe's train.pp* keys and the --pp* flags.
+Status set_pipeline_config(std::string_view schedule, PipelineConfig* pipeline);
 
 // Parses a recipe (sections model, data, train; see recipes/shakespeare_char.yaml). Unknown
 // keys are errors, so that a typo does not silently train something else.

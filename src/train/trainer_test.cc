@@ -73,6 +73,30 @@ TEST(ParseTrainConfig, ErrorsNameTheKey) {
   EXPECT_EQ(shard.status().message(), "r.yaml: data.shard_tokens must be at least 1");
 }
 
+// The mesh and pipeline keys (train.dp, tp, pp, ep, pp_microbatches, pp_schedule).
+TEST(ParseTrainConfig, ReadsAndChecksTheParallelKeys) {
+  const std::string base = "model: {dim: 8, heads: 2, context: 4}\ndata: {text: a.txt}\ntrain: {out: r, ";
+  auto ok = parse_train_config(base + "pp: 2, pp_microbatches: 4, pp_schedule: gpipe, ep: 2, tp: 3, dp: 5}\n",
+                               "r.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->mesh.pp, 2);
+  EXPECT_EQ(ok->pipeline.stages, 2);
+  EXPECT_EQ(ok->pipeline.micro_batches, 4);
+  EXPECT_EQ(ok->pipeline.schedule, PipelineSchedule::kGPipe);
+  EXPECT_EQ(ok->mesh.ep, 2);
+  EXPECT_EQ(ok->mesh.tp, 3);
+  EXPECT_EQ(ok->mesh.dp, 5);
+  auto defaults = parse_train_config(base + "steps: 3}\n", "r.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->pipeline.stages, 1);
+  EXPECT_EQ(defaults->pipeline.schedule, PipelineSchedule::k1F1B);
+  auto schedule = parse_train_config(base + "pp: 2, pp_schedule: zigzag}\n", "r.yaml");
+  EXPECT_EQ(schedule.status().message(), "r.yaml: train: unknown pipeline schedule 'zigzag' (known: 1f1b, gpipe)");
+  auto micro = parse_train_config(base + "pp_microbatches: 4}\n", "r.yaml");
+  EXPECT_EQ(micro.status().message(),
+            "r.yaml: train: pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
+}
+
 class RunTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
