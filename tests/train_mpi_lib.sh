@@ -75,3 +75,20 @@ wait_for_step() {
   echo "FAIL: the run ended before step $2"
   exit 1
 }
+
+# run CMD...: runs CMD with its output in WORK/last.txt; on failure prints it and fails the test.
+run() { "$@" > "$WORK/last.txt" 2>&1 || { echo "FAIL: $*"; cat "$WORK/last.txt"; exit 1; }; }
+
+# resume_from RUN NAME NP [ARGS...]: RUN's step-10 checkpoint resumed in WORK/NAME on NP ranks
+# (0: one process without mpirun) with ARGS; fails unless it resumed there and went on at 11.
+resume_from() {
+  local from=$1 name=$2 np=$3
+  shift 3
+  mkdir "$WORK/$name"
+  cp -r "$WORK/$from/ckpt-00000010" "$WORK/$name/"
+  local launch=("$KOI")
+  if [ "$np" -gt 0 ]; then launch=("${MPIRUN[@]}" -np "$np" "$KOI"); fi
+  run "${launch[@]}" train --config "$RECIPE" --out "$WORK/$name" --resume "$@"
+  grep -q "resuming from .*ckpt-00000010" "$WORK/last.txt" || { echo "FAIL: $name did not resume"; exit 1; }
+  [ "$(losses "$WORK/$name" | head -n 1 | cut -d' ' -f1)" -eq 11 ] || { echo "FAIL: $name did not start at 11"; exit 1; }
+}

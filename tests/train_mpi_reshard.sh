@@ -9,20 +9,6 @@ source "$(dirname "$0")/train_mpi_lib.sh"
 trap 'rm -rf "$WORK"' EXIT
 write_recipe 20
 
-run() { "$@" > "$WORK/last.txt" 2>&1 || { echo "FAIL: $*"; cat "$WORK/last.txt"; exit 1; }; }
-# resume_from RUN NAME NP [ARGS...]: copies RUN's step-10 checkpoint into WORK/NAME and resumes
-# there on NP ranks (0: one process without mpirun) with ARGS.
-resume_from() {
-  local from=$1 name=$2 np=$3
-  shift 3
-  mkdir "$WORK/$name"
-  cp -r "$WORK/$from/ckpt-00000010" "$WORK/$name/"
-  local launch=("$KOI")
-  if [ "$np" -gt 0 ]; then launch=("${MPIRUN[@]}" -np "$np" "$KOI"); fi
-  run "${launch[@]}" train --config "$RECIPE" --out "$WORK/$name" --resume "$@"
-  grep -q "resuming from .*ckpt-00000010" "$WORK/last.txt" || { echo "FAIL: $name did not resume"; exit 1; }
-}
-
 run "$KOI" train --config "$RECIPE" --out "$WORK/one"
 run "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/dp2tp2" --dp 2 --tp 2
 run "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/dp4"

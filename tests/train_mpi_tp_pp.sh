@@ -12,21 +12,6 @@ trap 'rm -rf "$WORK"' EXIT
 write_recipe 20
 TPPP=(--tp 2 --pp 2 --pp-microbatches 4)
 
-run() { "$@" > "$WORK/last.txt" 2>&1 || { echo "FAIL: $*"; cat "$WORK/last.txt"; exit 1; }; }
-# resume_from RUN NAME NP [ARGS...]: RUN's step-10 checkpoint resumed in WORK/NAME on NP ranks
-# (0: one process without mpirun) with ARGS.
-resume_from() {
-  local from=$1 name=$2 np=$3
-  shift 3
-  mkdir "$WORK/$name"
-  cp -r "$WORK/$from/ckpt-00000010" "$WORK/$name/"
-  local launch=("$KOI")
-  if [ "$np" -gt 0 ]; then launch=("${MPIRUN[@]}" -np "$np" "$KOI"); fi
-  run "${launch[@]}" train --config "$RECIPE" --out "$WORK/$name" --resume "$@"
-  grep -q "resuming from .*ckpt-00000010" "$WORK/last.txt" || { echo "FAIL: $name did not resume"; exit 1; }
-  [ "$(losses "$WORK/$name" | head -n 1 | cut -d' ' -f1)" -eq 11 ] || { echo "FAIL: $name did not start at 11"; exit 1; }
-}
-
 run "$KOI" train --config "$RECIPE" --out "$WORK/one"
 run "${MPIRUN[@]}" -np 4 "$KOI" train --config "$RECIPE" --out "$WORK/tp2pp2" "${TPPP[@]}"
 grep -q 'x 4 ranks (dp=1 tp=2 pp=2 ep=1), 1f1b schedule, 4 micro-batches' "$WORK/last.txt" ||
