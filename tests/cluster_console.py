@@ -155,6 +155,7 @@ def run(env):
     browser = subprocess.Popen(["node", os.path.join(HERE, "cluster_console.mjs"), json.dumps(config)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     load = None
+    result = None  # the load's outcome, taken when the browser reaches the nodes table
     try:
         for line in browser.stdout:
             print(line.rstrip(), flush=True)
@@ -164,14 +165,17 @@ def run(env):
                 browser.stdin.write("go\n")
                 browser.stdin.flush()
             if line.startswith("nodes:"):  # the browser has read the nodes table: start the busy job
+                # The load's charts are read by now; it ends before the spinners take every core,
+                # which would starve the replica's health checks (a 503 from the gateway).
+                check(load is not None, "the browser never read the idle deployment")
+                result = Env.finish(load)
                 check_node_usage_api(env)
                 busy_job(env, spinners)
                 browser.stdin.write("go\n")
                 browser.stdin.flush()
         browser.wait(timeout=120)
         check(browser.returncode == 0, "the browser script failed (exit %d)" % browser.returncode)
-        check(load is not None, "the browser never read the idle deployment")
-        result = Env.finish(load)
+        check(result is not None, "the browser never read the nodes table")
         check(result["failed"] == 0 and result["ok"] > 0, "the load: %s" % result)
         shots = sorted(f for f in os.listdir(ARTIFACTS) if f.endswith(".png"))
         check(len(shots) >= 4, "screenshots in %s: %s" % (ARTIFACTS, shots))

@@ -8,9 +8,10 @@ source "$(dirname "$0")/train_mpi_lib.sh"
 slow=""
 trap 'if [ -n "$slow" ]; then kill -CONT "$slow" 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
 write_recipe 1000000
-# Steps long enough (~10 ms) that each of rank 1's steps spans a SIGSTOP, and no checkpoint
+# Steps long enough (~10-20 ms on a quiet machine; a 2 ms step fits in a run window between
+# two stops and breaks the streak) that each of rank 1's steps spans a SIGSTOP, and no checkpoint
 # writes in between (the stop checkpoints).
-sed -i 's/^model: .*/model: {dim: 128, layers: 4, heads: 4, ffn_dim: 352, context: 64}/' "$RECIPE"
+sed -i 's/^model: .*/model: {dim: 256, layers: 4, heads: 4, ffn_dim: 704, context: 64}/' "$RECIPE"
 sed -i 's/checkpoint_interval: 5/checkpoint_interval: 0/' "$RECIPE"
 
 "${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/run" > "$WORK/out.txt" 2>&1 &
