@@ -107,20 +107,25 @@ def run(cp):
     print("ok:", straggler)
     print("ok:", slowdown)
 
-    # Rank 1 runs freely again: both conditions clear (False, Recovered), each with a Normal event.
+    # Rank 1 runs freely again: both conditions clear (False, Recovered), each with a Normal event
+    # carrying the condition's message. The events are what is checked: on a busy CI machine the
+    # job's pace can dip again after it recovered, and the condition rightly fires once more.
+    def recovered_events():
+        items = cp.koi_json(A, "job", "events", "dp")["items"]
+        return {k: [e for e in items if e["reason"] == k + "Recovered"] for k in ("Straggler", "SlowProgress")}
+
     end = time.time() + 30
-    while time.time() < end and any(diagnosis(cp, k)[0]["status"] != "False" for k in ("Straggler", "SlowProgress")):
+    while time.time() < end and not all(recovered_events().values()):
         time.sleep(0.2)
-    events = cp.koi_json(A, "job", "events", "dp")["items"]
+    recovered = recovered_events()
     for kind, start in (("Straggler", "attempt 1: the ranks are even again"),
                         ("SlowProgress", "attempt 1: steps ")):
-        cleared = diagnosis(cp, kind)[0]
-        check(cleared["status"] == "False" and cleared["reason"] == "Recovered" and cleared["message"].startswith(start)
-              and (kind != "SlowProgress" or "back to the usual pace" in cleared["message"]),
-              "%s cleared: %s" % (kind, cleared))
-        recovered = [e for e in events if e["reason"] == kind + "Recovered"]
-        check(len(recovered) >= 1 and recovered[0]["type"] == "Normal", "a %sRecovered event: %s" % (kind, recovered))
-        print("ok:", cleared["message"])
+        ev = recovered[kind]
+        check(len(ev) >= 1 and ev[0]["type"] == "Normal", "a %sRecovered event: %s" % (kind, ev))
+        check(ev[0]["message"].startswith(start)
+              and (kind != "SlowProgress" or "back to the usual pace" in ev[0]["message"]),
+              "%s cleared: %s" % (kind, ev[0]))
+        print("ok:", ev[0]["message"])
 
     # Rank 1 stopped for good: rank 0 waits in an allreduce until its watchdog gives up (3 s),
     # finds rank 1 silent in the roll call and ends the job; the Hung diagnosis quotes the report.

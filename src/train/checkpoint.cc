@@ -227,6 +227,19 @@ void prune_checkpoints(const std::string& run_dir, int keep) {
   if (keep <= 0) return;
   std::vector<std::string> all = complete_checkpoints(run_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) remove_all(all[i]);
+  // A ckpt-* folder without its marker, older than the newest complete one, is one a killed
+  // process was pruning (remove_all took the marker first): finish removing it.
+  if (all.empty()) return;
+  std::error_code ec;
+  std::vector<std::string> half_removed;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && entry.path().string() < all.back() &&
+        !file_exists(path_join(entry.path().string(), kMarker))) {
+      half_removed.push_back(entry.path().string());
+    }
+  }
+  for (const std::string& dir : half_removed) remove_all(dir);
 }
 
 CheckpointWriter::CheckpointWriter(std::string run_dir, int keep, std::function<void(int64_t step)> before_commit)

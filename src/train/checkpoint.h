@@ -89,7 +89,9 @@ Result<TrainState> read_checkpoint_state(const std::string& dir);
 // Loads weights (and the adapters of a model with LoRA) and the optimizer state into objects
 // created with the checkpoint's config.
 Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer);
-// Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps all).
+// Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps all), and any ckpt-*
+// folder older than the newest complete one that has no completion marker (what a process
+// killed while pruning leaves).
 void prune_checkpoints(const std::string& run_dir, int keep);
 
 // Writes snapshots on a background thread, one at a time: submit() first waits for the

@@ -79,7 +79,11 @@ TEST_F(CheckpointTest, OnlyCompleteCheckpointsCountAndPruneKeepsTheNewest) {
   // A crash before the marker: the newest directory does not count.
   std::filesystem::create_directories(path_join(dir_, "ckpt-00000040"));
   EXPECT_EQ(*latest_checkpoint(dir_), path_join(dir_, "ckpt-00000030"));
+  // A prune killed half way: ckpt-00000005 lost its marker before its other files.
+  std::filesystem::create_directories(path_join(dir_, "ckpt-00000005"));
   prune_checkpoints(dir_, 2);
+  EXPECT_FALSE(file_exists(path_join(dir_, "ckpt-00000005")));
+  EXPECT_TRUE(file_exists(path_join(dir_, "ckpt-00000040")));  // newer: not a pruned one
   EXPECT_FALSE(file_exists(path_join(dir_, "ckpt-00000010")));
   EXPECT_TRUE(file_exists(path_join(dir_, "ckpt-00000020/COMPLETE")));
   EXPECT_TRUE(file_exists(path_join(dir_, "ckpt-00000030/COMPLETE")));
