@@ -8,25 +8,13 @@ parameter ("m.<name>"), so two step-1 checkpoints of the same recipe compare the
 gradients. Fails unless, for every tensor, max |a - b| <= TOL * max |b|; prints the worst ratio.
 Debian's python3-numpy only (run as /usr/bin/python3; no torch: it starts in milliseconds).
 """
-import json
-import struct
+import os
 import sys
 
 import numpy as np
 
-
-def read_f32_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(info["shape"])
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+from safetensors_f32 import read_f32_safetensors  # noqa: E402  (numpy only: the one F32 reader)
 
 
 def main():

@@ -24,30 +24,17 @@ load-balancing loss (moe_reference.aux_loss).
 import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 
 import moe_reference  # same folder: the Mixtral / Qwen2-MoE blocks and the load-balancing loss
+from safetensors_f32 import read_f32_safetensors  # same folder: the one F32 reader
 from tiny_models import rmsnorm, write_safetensors  # same folder: one safetensors writer, one RMSNorm
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", name
-        begin, end = info["data_offsets"]
-        arr = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(info["shape"])
-        out[name] = torch.tensor(arr.copy(), dtype=torch.float64)
-    return out
+    return {name: torch.tensor(arr.copy(), dtype=torch.float64) for name, arr in read_f32_safetensors(path).items()}
 
 
 def rope(x, pos, theta, style):
