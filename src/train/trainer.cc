@@ -21,6 +21,7 @@
 #include "train/finetune.h"
 #include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/parallel_layout.h"
 #include "train/parallel_strategy.h"
 #include "train/timed_communicator.h"
 #include "train/tensor_parallel.h"
@@ -270,6 +271,10 @@ Status set_pipeline_config(std::string_view schedule, PipelineConfig* p) {
   if (p->stages == 1 && p->micro_batches > 1) {
     return Status::invalid_argument("pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
   }
+  if (p->stages == 1 && p->schedule != PipelineSchedule::k1F1B) {
+    return Status::invalid_argument("pp_schedule " + std::string(schedule) +
+                                    " orders a pipeline's micro-batches and needs pp > 1; leave it out without --pp");
+  }
   return ok_status();
 }
 
@@ -482,37 +487,6 @@ Result<std::optional<Pipeline>> create_pipeline(const TrainConfig& c, Mesh& mesh
   return std::optional<Pipeline>(std::move(pipeline));
 }
 
-// The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
-// what to use instead.
-Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
-  const std::string zero = std::to_string(c.zero_stage);
-  if (mesh.ep > 1 && (mesh.dp > 1 || mesh.tp > 1 || mesh.pp > 1)) {
-    return Status::unsupported("mesh " + mesh.to_string() + ": expert parallelism (--ep) does not combine with " +
-                               "--dp, --tp or --pp yet; run --ep " + std::to_string(mesh.ep) + " alone (mpirun -np " +
-                               std::to_string(mesh.ep) + ", its ranks also split the batch)");
-  }
-  if (mesh.pp > 1 && c.zero_stage != 0) {
-    return Status::unsupported("--zero " + zero + " with --pp " + std::to_string(mesh.pp) +
-                               ": the pipeline stages keep their own AdamW and ZeRO does not shard them yet; use "
-                               "--zero 0 with --pp, or --zero " + zero + " with --dp alone");
-  }
-  if (mesh.ep > 1 && c.zero_stage >= 2) {
-    return Status::unsupported("--zero " + zero + " with --ep: ZeRO-2/3 do not shard expert-parallel models yet; use "
-                               "--zero 0 or 1 with --ep");
-  }
-  if (c.zero_stage >= 2 && c.lora.rank > 0) {
-    return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
-                                    " shards the whole model's weights and gradients, and a LoRA run trains only its "
-                                    "adapters; use zero 0 or 1 with lora_rank");
-  }
-  if (c.zero_stage >= 2 && mesh.tp > 1) {
-    return Status::unsupported("--zero " + std::to_string(c.zero_stage) + " with --tp " + std::to_string(mesh.tp) +
-                               ": ZeRO-2/3 do not shard tensor-parallel shards yet; use --zero 1 with --tp, or "
-                               "--zero " + std::to_string(c.zero_stage) + " with --dp alone");
-  }
-  return ok_status();
-}
-
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -527,12 +501,6 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // (the experts' ranks take different sequences; check_parallel_layout keeps ep alone).
   Communicator& data = mesh.shape().ep > 1 ? mesh.ep() : mesh.dp();
   const int dp_ranks = data.size();
-  if (c.batch_size % dp_ranks != 0) {
-    return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
-                                    std::to_string(dp_ranks) +
-                                    (dp_ranks == ranks ? " ranks; use a multiple of the rank count"
-                                                       : " data-parallel ranks (--dp); use a multiple of the dp size"));
-  }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
     Result<MappedFile> text = MappedFile::open(path);
