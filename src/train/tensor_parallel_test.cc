@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
+#include "train/testing_communicator.h"
 
 namespace koi::train {
 namespace {
@@ -15,41 +16,23 @@ namespace {
 // Rank `rank` of 2 whose peer's contribution is given up front: allgather fills the peer's
 // part from `peer_part`, allreduce adds `peer_sum`. (The real ranks run in
 // tests/train_mpi_tensor_parallel.sh; this checks the index arithmetic exactly.)
-class PeerCommunicator final : public Communicator {
+class PeerCommunicator final : public RefusingCommunicator {
  public:
   PeerCommunicator(int rank, std::vector<float> peer_part, double peer_sum = 0.0)
-      : rank_(rank), peer_part_(std::move(peer_part)), peer_sum_(peer_sum) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  void set_step(int64_t) override {}
-  Status allreduce_sum(float*, int64_t, std::string_view) override { return Status::unsupported("not here"); }
+      : RefusingCommunicator(rank, 2), peer_part_(std::move(peer_part)), peer_sum_(peer_sum) {}
   Status allreduce_sum(double* data, int64_t n, std::string_view) override {
     EXPECT_EQ(n, 1);
     data[0] += peer_sum_;
     return ok_status();
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view) override {
-    const int peer = 1 - rank_;
+    const int peer = 1 - rank();
     EXPECT_EQ(counts[static_cast<size_t>(peer)], static_cast<int64_t>(peer_part_.size()));
     std::copy(peer_part_.begin(), peer_part_.end(), data + peer * counts[0]);
     return ok_status();
   }
-  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
-    return Status::unsupported("not here");
-  }
-  Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
-  Status barrier(std::string_view) override { return ok_status(); }
-  Result<std::unique_ptr<Communicator>> split(int, int) override { return Status::unsupported("not here"); }
-  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
-                   std::string_view) override {
-    return Status::unsupported("not here");
-  }
-  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  [[noreturn]] void abort(int) override { std::abort(); }
 
  private:
-  int rank_;
   std::vector<float> peer_part_;
   double peer_sum_;
 };
