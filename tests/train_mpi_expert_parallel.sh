@@ -3,7 +3,8 @@
 # the router's load-balancing loss on) with its experts split over 2 ranks, tokens dispatched
 # to the experts' owners and combined back with all-to-all, follows the single-process loss
 # curve within 1e-5 per step for 20 steps on the same global batch; an EP=2 checkpoint resumes
-# in 1 process on that curve; the MoE model at PP=2 follows it too; bad layouts are refused
+# in 1 process on that curve; the MoE model at PP=2, DP=2 and DP=2 with ZeRO-3 follows it too
+# (the load-balancing statistics summed over the dp group); bad layouts are refused
 # with what to change.
 # Usage: train_mpi_expert_parallel.sh KOI SHARED_DIR
 KOI=$1
@@ -25,6 +26,13 @@ grep -q 'x 2 ranks (dp=1 tp=1 pp=1 ep=2)' "$WORK/ep.txt" ||
 # Per step and layer: inputs and outputs forward, gradients backward = 4 all-to-alls on rank 0.
 awk '$1 == "koi_train_collectives_total{collective=\"alltoall\"}" { exit !($2 >= 20 * 2 * 4) }' "$WORK/ep/metrics.prom" ||
   { echo "FAIL: all-to-alls in metrics.prom"; grep collective "$WORK/ep/metrics.prom"; exit 1; }
+
+# Plain data parallel (and ZeRO-3) on the MoE model: the router's load-balancing statistics
+# are summed over the dp group, so the aux loss is the whole batch's as in one process.
+run_curve dp 2 --dp 2
+expect_close "$WORK/one" "$WORK/dp" 1e-5 "MoE at DP=2 vs 1 process"
+run_curve dp_zero3 2 --dp 2 --zero 3
+expect_close "$WORK/one" "$WORK/dp_zero3" 1e-5 "MoE at DP=2 with ZeRO-3 vs 1 process"
 
 # A pipeline over the MoE model: each stage adds its layers' router term to the loss and
 # backward (one micro-batch: the load-balancing statistics are a micro-batch's, see train.md).

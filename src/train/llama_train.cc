@@ -565,7 +565,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     float* x_next = l + 1 < layer_end_ ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
       moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)],
-                  ep_.comm != nullptr ? &ep_ : nullptr);
+                  ep_.comm != nullptr ? &ep_ : nullptr, batch_group_);
       add_into(x_next, a.x_mid.data(), N * C);
       unit_done(l, /*backward=*/false);
       continue;

@@ -143,6 +143,11 @@ class LlamaTrain {
   // each of which runs forward() and backward() on its own share of the batch together;
   // comm must outlive this. nullptr: every expert here (the default).
   void set_expert_parallel(Communicator* comm) { ep_.comm = comm; }
+  // Data parallelism over comm's ranks (and under expert parallelism the ep group): their
+  // shares make one batch, so statistics of the whole batch (the router's load-balancing loss,
+  // moe_train.h) are summed over them in forward(). comm must outlive this; nullptr: this
+  // rank's share is the batch (the default).
+  void set_batch_group(Communicator* comm) { batch_group_ = comm; }
 
   // Pipeline parallelism (pipeline.h): from now on forward() and backward() run layers
   // [begin, end) only, and activations are kept for those layers only. A stage with
@@ -209,6 +214,7 @@ class LlamaTrain {
 
   int layer_begin_ = 0, layer_end_;  // set_layer_range()
   ExpertParallel ep_;                 // set_expert_parallel(); comm nullptr: off
+  Communicator* batch_group_ = nullptr;  // set_batch_group()
 
  public:
   // Activations of the last forward(), sized for B x T.

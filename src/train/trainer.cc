@@ -558,6 +558,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
   KOI_RETURN_IF_ERROR(setup_expert_parallel(mc, mesh, &model));
+  model.set_batch_group(&data);  // the load-balancing statistics of the whole batch
   KOI_ASSIGN_OR_RETURN(std::optional<Pipeline> pipeline,
                        create_pipeline(c, mesh, tp ? &*tp : nullptr, rank_batch, &model));
   // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
