@@ -73,6 +73,11 @@ struct Params {
   float* output;       // (V, C); == token_embd when tied
 };
 
+// init_random's value of tensor `index` of a model's layout (t = layout[index], of a model of
+// n_layers layers) into dst (t.size floats): each tensor is a function of (seed, index) alone,
+// so a tensor-parallel shard can be made one tensor at a time (TensorParallel::init_random).
+void init_random_tensor(const ParamTensor& t, size_t index, int n_layers, uint64_t seed, float* dst);
+
 class LlamaTrain {
  public:
   // config must validate(); rope_scaling and rope_factors are not supported for training.

@@ -114,6 +114,27 @@ TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
   }
 }
 
+// A new model's shard is made alone, tensor by tensor, and is bitwise the slice of the whole
+// model's initialisation on each rank (with q/k/v biases, tied and untied embeddings).
+TEST(TensorParallel, ShardInitialisedAloneIsTheSliceOfTheWholeModel) {
+  for (bool tied : {false, true}) {
+    model::ModelConfig c = tiny_config();
+    c.tied_embeddings = tied;
+    ThreadPool pool(1);
+    LlamaTrain whole = *LlamaTrain::create(c, &pool);
+    whole.init_random(42);
+    for (int rank : {0, 1}) {
+      PeerCommunicator tp(rank, {});
+      Result<TensorParallel> t = TensorParallel::create(c, &tp, false);
+      ASSERT_TRUE(t.ok());
+      std::vector<float> sliced(static_cast<size_t>(t->shard_size()), -1.0f), alone(sliced.size(), -2.0f);
+      t->slice(whole.params().data(), sliced.data());
+      t->init_random(42, alone.data());
+      EXPECT_EQ(alone, sliced) << "rank " << rank << (tied ? ", tied" : ", untied");
+    }
+  }
+}
+
 TEST(TensorParallel, GatherOfBothShardsIsTheFullVector) {
   const model::ModelConfig c = tiny_config();
   PeerCommunicator r0(0, {}), r1(1, {});

@@ -381,11 +381,16 @@ Status initial_state(const TrainConfig& c, const std::optional<BaseModel>& base,
 
 // The model (this rank's part under tensor parallelism) and the optimizer state to load with
 // DistributedAdamW::load_full_state, from initial_state on the full model (full_config): sliced
-// under tp. opt_state is sized for model's parameters.
+// under tp, except a new model's shard, which is initialised alone (TensorParallel::init_random).
+// opt_state is sized for model's parameters.
 Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
                           const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
                           LlamaTrain* model, AdamW* opt_state) {
   if (tp == nullptr) return initial_state(c, base, ckpt_dir, model, opt_state);
+  if (ckpt_dir.empty() && !base) {  // a new model: only this rank's shard is made
+    tp->init_random(c.seed, model->params().data());
+    return ok_status();
+  }
   KOI_ASSIGN_OR_RETURN(LlamaTrain whole, LlamaTrain::create(full_config, pool));
   AdamW full(c.adam, tp->full_size());
   KOI_RETURN_IF_ERROR(initial_state(c, base, ckpt_dir, &whole, &full));
@@ -452,6 +457,7 @@ Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, Adam
   if (!whole->has_value()) {
     KOI_ASSIGN_OR_RETURN(LlamaTrain created, LlamaTrain::create(full_config, pool));
     whole->emplace(std::move(created));
+    std::vector<float>().swap((*whole)->grads());  // it is only written out, never trained
     whole_opt->emplace(adam, tp.full_size());
   }
   KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &(*whole)->params(), "allgather tp params"));
