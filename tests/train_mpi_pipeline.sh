@@ -68,6 +68,8 @@ expect_refused "unknown pipeline schedule 'zigzag' (known: 1f1b, gpipe)" 0 --pp 
 expect_refused "pp_schedule gpipe orders a pipeline's micro-batches and needs pp > 1; leave it out without --pp" \
   0 --pp-schedule gpipe
 expect_refused "pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)" 0 --pp-microbatches 2
+expect_refused "--no-overlap (train.overlap: false) turns off the overlap of the gradient reduction with the backward pass, which a pipeline does not overlap yet; leave it out" \
+  2 --pp 2 --no-overlap
 
 # The watchdog covers send/recv: stage 1 frozen with SIGSTOP leaves stage 0 waiting for a
 # micro-batch's gradient (or the next collective); it reports stage 1 and the job ends.

@@ -5,8 +5,7 @@
 # (ZeRO-2: reduce-scatter + allgather of every parameter; ZeRO-3: two allgathers and a
 # reduce-scatter) plus the loss and norm; a ZeRO-3 checkpoint of 2 ranks resumes on 1 process
 # and a single-process checkpoint resumes under ZeRO-3 on 2 ranks, on the uninterrupted curve,
-# and the checkpoint records the layout that wrote it; an unknown stage, and --no-overlap
-# without ZeRO-2/3, are refused.
+# and the checkpoint records the layout that wrote it; an unknown stage is refused.
 # Usage: train_mpi_zero.sh KOI SHARED_DIR
 KOI=$1
 SHARED=$2
@@ -57,7 +56,4 @@ if "$KOI" train --config "$WORK/four.yaml" > "$WORK/four.txt" 2>&1; then echo "F
 grep -q "train.zero must be 0 (plain data parallel), 1 (ZeRO-1: sharded AdamW state), 2 (ZeRO-2: and gradients) or 3" \
   "$WORK/four.txt" || { echo "FAIL: no error for zero: 4"; cat "$WORK/four.txt"; exit 1; }
 expect_refused "--zero" 0 --zero 5
-# --no-overlap changes only ZeRO-2/3; with ZeRO-0/1 it is refused rather than ignored.
-expect_refused "--no-overlap (train.overlap: false) turns off the overlap of ZeRO-2/3's per-layer collectives, and --zero 1 does not overlap its allreduce yet; leave it out, or use it with --zero 2 or 3" \
-  2 --zero 1 --no-overlap
 echo "PASS: ZeRO-2 and ZeRO-3 follow the single-process run"

@@ -62,10 +62,11 @@ Status check_batch(const TrainConfig& c, const MeshShape& mesh) {
 
 Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
   KOI_RETURN_IF_ERROR(check_axes(c, mesh));
-  if (!c.overlap && c.zero_stage < 2) {
-    return Status::invalid_argument("--no-overlap (train.overlap: false) turns off the overlap of ZeRO-2/3's per-layer "
-                                    "collectives, and --zero " + str(c.zero_stage) +
-                                    " does not overlap its allreduce yet; leave it out, or use it with --zero 2 or 3");
+  if (!c.overlap && (mesh.pp > 1 || c.lora.rank > 0)) {
+    return Status::invalid_argument(std::string("--no-overlap (train.overlap: false) turns off the overlap of the "
+                                                "gradient reduction with the backward pass, which ") +
+                                    (mesh.pp > 1 ? "a pipeline" : "a LoRA run") +
+                                    " does not overlap yet; leave it out");
   }
   return check_batch(c, mesh);
 }

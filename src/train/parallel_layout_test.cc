@@ -64,15 +64,23 @@ TEST(ParallelLayout, ShardedStagesWithTensorOrExpertParallelNameZeroOne) {
             "use zero 0 or 1 with lora_rank");
 }
 
-TEST(ParallelLayout, NoOverlapWithoutZeroTwoOrThreeIsRefused) {
+TEST(ParallelLayout, NoOverlapIsRefusedWhereNothingOverlaps) {
   for (int zero : {0, 1}) {
     TrainConfig c = recipe(zero);
     c.overlap = false;
-    EXPECT_EQ(refusal(c, {.dp = 2}),
-              "--no-overlap (train.overlap: false) turns off the overlap of ZeRO-2/3's per-layer collectives, and "
-              "--zero " + std::to_string(zero) +
-                  " does not overlap its allreduce yet; leave it out, or use it with --zero 2 or 3");
+    EXPECT_EQ(refusal(c, {.dp = 2}), "accepted");  // ZeRO-0/1's allreduce overlaps by default
   }
+  TrainConfig pipeline = recipe();
+  pipeline.overlap = false;
+  EXPECT_EQ(refusal(pipeline, {.dp = 1, .pp = 2}),
+            "--no-overlap (train.overlap: false) turns off the overlap of the gradient reduction with the backward "
+            "pass, which a pipeline does not overlap yet; leave it out");
+  TrainConfig lora = recipe(1);
+  lora.overlap = false;
+  lora.lora.rank = 4;
+  EXPECT_EQ(refusal(lora, {.dp = 2}),
+            "--no-overlap (train.overlap: false) turns off the overlap of the gradient reduction with the backward "
+            "pass, which a LoRA run does not overlap yet; leave it out");
 }
 
 TEST(ParallelLayout, ABatchThatDoesNotSplitOverTheDataRanksIsRefused) {

@@ -99,7 +99,7 @@ TEST(ParallelStrategy, PlainDataParallelSumsTheGradientsInBucketsOverTheDataGrou
   DistributedAdamW opt(&data, AdamWConfig{}, m.trainable_layout(), 0);
   ParallelStrategy s{.model = &m, .data = &data, .opt = &opt};
   const Batch b = batch(m.config().n_vocab);
-  const Result<double> loss = s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale);
+  const Result<double> loss = s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale, true);
   ASSERT_TRUE(loss.ok()) << loss.status().message();
   EXPECT_EQ(*loss, ref.loss_times_b);
   EXPECT_TRUE(data.calls.empty());  // forward and backward talk to no group
@@ -124,6 +124,40 @@ TEST(ParallelStrategy, PlainDataParallelSumsTheGradientsInBucketsOverTheDataGrou
   EXPECT_TRUE(bubble->empty());
 }
 
+// With overlap (ZeRO-0/1's default) only the step's last micro-batch reduces, unit by unit as
+// its backward ends (layers last to first, then the root's two runs), in place in grads(); the
+// sums are those of the allreduce after backward.
+TEST(ParallelStrategy, OverlapReducesEachUnitAsTheLastMicroBatchsBackwardEnds) {
+  ThreadPool pool(1);
+  LlamaTrain plain = model(&pool), m = model(&pool);
+  const Batch b = batch(m.config().n_vocab);
+  for (int micro = 0; micro < 2; ++micro) {
+    plain.forward(b.in.data(), b.tg.data(), kB, kT);
+    plain.backward(kScale / 2);
+  }
+  PeerSum data(2, 0.5f);
+  DistributedAdamW opt(&data, AdamWConfig{}, m.trainable_layout(), 0);
+  GradientOverlap overlap(&data, &m);
+  ParallelStrategy s{.model = &m, .data = &data, .opt = &opt, .overlap = &overlap};
+  ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale / 2, false).ok());
+  EXPECT_TRUE(data.calls.empty());
+  ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale / 2, true).ok());
+  std::vector<std::string> expected;
+  for (int unit : {1, 0, 2}) {
+    for (const Range& r : m.unit_pieces(unit)) {
+      expected.push_back("allreduce grads " + std::string(unit == 2 ? "root" : "layer " + std::to_string(unit)) +
+                         " " + std::to_string(r.size()));
+    }
+  }
+  EXPECT_EQ(expected.size(), 4u);  // two layers, the root's embedding and its norm + output
+  EXPECT_EQ(data.calls, expected);
+  EXPECT_TRUE(overlap.started());
+  ASSERT_TRUE(s.reduce_grads(1000).ok());
+  EXPECT_FALSE(overlap.started());
+  EXPECT_EQ(data.calls.size(), expected.size());  // no second reduction after backward
+  for (size_t i = 0; i < m.grads().size(); ++i) ASSERT_EQ(m.grads()[i], plain.grads()[i] + 0.5f) << i;
+}
+
 TEST(ParallelStrategy, PlainStepIsAdamWOnTheWholeModel) {
   const Plain ref = plain_step(1.0f);
   ThreadPool pool(1);
@@ -132,7 +166,7 @@ TEST(ParallelStrategy, PlainStepIsAdamWOnTheWholeModel) {
   DistributedAdamW opt(&data, AdamWConfig{}, m.trainable_layout(), 0);
   ParallelStrategy s{.model = &m, .data = &data, .opt = &opt};
   const Batch b = batch(m.config().n_vocab);
-  ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale).ok());
+  ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale, true).ok());
   ASSERT_TRUE(s.reduce_grads(1000).ok());
   const Result<float> norm = s.clip_grad_norm(1.0f);
   ASSERT_TRUE(norm.ok());
@@ -168,7 +202,7 @@ TEST(ParallelStrategy, ZeroTakesTheReductionClipAndStepAndLeavesTheDataGroupAlon
     ParallelStrategy s{.model = &m, .data = &data, .zero = &zero};
     zero.zero_grad();
     const Batch b = batch(m.config().n_vocab);
-    const Result<double> loss = s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale);
+    const Result<double> loss = s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale, true);
     ASSERT_TRUE(loss.ok()) << loss.status().message();
     EXPECT_EQ(*loss, ref.loss_times_b);
     ASSERT_TRUE(s.reduce_grads(1000).ok());
@@ -198,7 +232,7 @@ TEST(ParallelStrategy, APipelineReducesOverItsDataGroupOnlyWhenThereIsOne) {
     PeerSum data(data_ranks, 0.0f);
     ParallelStrategy s{.model = &m, .data = &data, .pipeline = &*pipeline};
     const Batch b = batch(m.config().n_vocab);
-    ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale).ok());
+    ASSERT_TRUE(s.forward_backward(b.in.data(), b.tg.data(), kB, kT, kScale, true).ok());
     ASSERT_TRUE(s.reduce_grads(1 << 20).ok());
     EXPECT_EQ(data.calls.size(), data_ranks == 1 ? 0u : 1u) << data_ranks << " data-parallel ranks";
     ASSERT_TRUE(s.clip_grad_norm(1.0f).ok());

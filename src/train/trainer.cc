@@ -581,8 +581,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const int64_t num_params = static_cast<int64_t>(model.params().size());
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
   std::unique_ptr<ShardedDataParallel> zero = create_zero(c, &data, &model, std::move(resumed));
+  // ZeRO-0/1 over several ranks: the gradient allreduce overlaps the backward pass unless --no-overlap.
+  std::optional<GradientOverlap> overlap;
+  if (opt && c.overlap && data.size() > 1 && c.lora.rank == 0) overlap.emplace(&data, &model);
   ParallelStrategy strategy{.model = &model, .data = &data, .opt = opt ? &*opt : nullptr, .zero = zero.get(),
-                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr, .trace = trace};
+                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr,
+                            .overlap = overlap ? &*overlap : nullptr, .trace = trace};
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -690,7 +694,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       loader.next(inputs.data(), targets.data());
       KOI_ASSIGN_OR_RETURN(const double part,
                            strategy.forward_backward(inputs.data() + first, targets.data() + first, rank_batch, T,
-                                                     1.0f / static_cast<float>(B * T * c.grad_accum)));
+                                                     1.0f / static_cast<float>(B * T * c.grad_accum),
+                                                     micro + 1 == c.grad_accum));
       loss += part;
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);
