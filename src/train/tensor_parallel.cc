@@ -103,10 +103,14 @@ void TensorParallel::init_random(uint64_t seed, float* shard) const {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     tensor.resize(static_cast<size_t>(full_layout_[i].size));
     init_random_tensor(full_layout_[i], i, shard_config_.n_layers, seed, tensor.data());
-    Piece at_zero = pieces_[i];
-    at_zero.full_offset = 0;  // the tensor alone stands for the full vector
-    copy_piece(at_zero, tp_->rank(), tensor.data(), shard, /*to_shard=*/true);
+    slice_tensor(i, tensor.data(), shard);
   }
+}
+
+void TensorParallel::slice_tensor(size_t index, const float* whole, float* shard) const {
+  Piece at_zero = pieces_[index];
+  at_zero.full_offset = 0;  // the tensor alone stands for the full vector
+  copy_piece(at_zero, tp_->rank(), const_cast<float*>(whole), shard, /*to_shard=*/true);
 }
 
 Status TensorParallel::gather(const std::vector<float>& shard, std::vector<float>* full, const char* what) const {

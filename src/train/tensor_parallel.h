@@ -58,6 +58,10 @@ class TensorParallel {
   // it, made one full tensor at a time: the largest tensor (the embedding), not the whole
   // model, is held besides the shard. No communication.
   void init_random(uint64_t seed, float* shard) const;
+  // Copies this rank's slice of tensor `index` of the full layout (whole: that tensor alone, as
+  // a checkpoint holds it) into its place in shard.
+  void slice_tensor(size_t index, const float* whole, float* shard) const;
+  const std::vector<ParamTensor>& full_layout() const { return full_layout_; }
   // The full vector from every rank's shard (an allgather over tp; every rank gets it).
   Status gather(const std::vector<float>& shard, std::vector<float>* full, const char* what) const;
   // Clips the gradient of the whole model (this rank's shard in grads) to max_norm as

@@ -6,6 +6,8 @@
 
 #include "base/thread_pool.h"
 #include "kernels/ops.h"
+#include "base/file.h"
+#include "train/checkpoint.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
 #include "train/testing_communicator.h"
@@ -133,6 +135,42 @@ TEST(TensorParallel, ShardInitialisedAloneIsTheSliceOfTheWholeModel) {
       EXPECT_EQ(alone, sliced) << "rank " << rank << (tied ? ", tied" : ", untied");
     }
   }
+}
+
+// A checkpoint (whole tensors, as any mesh writes them) read tensor by tensor gives each rank
+// exactly slice() of the whole weights and of AdamW's m and v, and the step count.
+TEST(TensorParallel, CheckpointReadTensorByTensorIsTheSliceOfTheWholeOne) {
+  const model::ModelConfig c = tiny_config();
+  ThreadPool pool(1);
+  LlamaTrain whole = *LlamaTrain::create(c, &pool);
+  whole.init_random(3);
+  AdamW opt(AdamWConfig{}, static_cast<int64_t>(whole.params().size()));
+  for (size_t i = 0; i < whole.params().size(); ++i) {
+    opt.m()[i] = 0.5f * static_cast<float>(i), opt.v()[i] = 2.0f + static_cast<float>(i);
+  }
+  opt.set_steps(9);
+  const std::string dir = *make_temp_dir("koi-tp-ckpt");
+  const Result<std::string> ckpt = save_checkpoint(dir, {.step = 9}, whole, opt);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+  for (int rank : {0, 1}) {
+    PeerCommunicator tp(rank, {});
+    const TensorParallel t = *TensorParallel::create(c, &tp, false);
+    const size_t n = static_cast<size_t>(t.shard_size());
+    std::vector<float> params(n), want(n), want_m(n), want_v(n);
+    AdamW shard_opt(AdamWConfig{}, t.shard_size());
+    ASSERT_TRUE(load_checkpoint_sliced(
+                    *ckpt, t.full_layout(), [&](size_t i, const float* w, float* s) { t.slice_tensor(i, w, s); },
+                    &params, &shard_opt)
+                    .ok());
+    t.slice(whole.params().data(), want.data());
+    t.slice(opt.m().data(), want_m.data());
+    t.slice(opt.v().data(), want_v.data());
+    EXPECT_EQ(params, want) << "rank " << rank;
+    EXPECT_EQ(shard_opt.m(), want_m) << "rank " << rank;
+    EXPECT_EQ(shard_opt.v(), want_v) << "rank " << rank;
+    EXPECT_EQ(shard_opt.steps(), 9);
+  }
+  remove_all(dir);
 }
 
 TEST(TensorParallel, GatherOfBothShardsIsTheFullVector) {

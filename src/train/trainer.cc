@@ -381,7 +381,8 @@ Status initial_state(const TrainConfig& c, const std::optional<BaseModel>& base,
 
 // The model (this rank's part under tensor parallelism) and the optimizer state to load with
 // DistributedAdamW::load_full_state, from initial_state on the full model (full_config): sliced
-// under tp, except a new model's shard, which is initialised alone (TensorParallel::init_random).
+// under tp, except that a new model's shard is initialised alone (TensorParallel::init_random) and
+// a checkpoint's is read tensor by tensor (load_checkpoint_sliced): only fine-tuning builds it whole.
 // opt_state is sized for model's parameters.
 Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
                           const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
@@ -390,6 +391,11 @@ Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& 
   if (ckpt_dir.empty() && !base) {  // a new model: only this rank's shard is made
     tp->init_random(c.seed, model->params().data());
     return ok_status();
+  }
+  if (!ckpt_dir.empty()) {  // each whole tensor sliced as it is read
+    return load_checkpoint_sliced(
+        ckpt_dir, tp->full_layout(), [tp](size_t i, const float* whole, float* shard) { tp->slice_tensor(i, whole, shard); },
+        &model->params(), opt_state);
   }
   KOI_ASSIGN_OR_RETURN(LlamaTrain whole, LlamaTrain::create(full_config, pool));
   AdamW full(c.adam, tp->full_size());
