@@ -6,39 +6,31 @@
 # alternate the layouts so that the machine's drift touches them alike, and the summary gives
 # each layout's median over the rounds. Run from the repository root.
 # Usage: bench/train_pipeline_bubble.sh KOI [ROUNDS]
-set -euo pipefail
 KOI=$1
 ROUNDS=${2:-1}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-head -c 300000 "${KOI_SHARED_DIR:-/work/shared}/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
+SHARED=${KOI_SHARED_DIR:-/work/shared}
+source "$(dirname "$0")/train_lib.sh"
 cat > "$WORK/bench.yaml" <<YAML
 model: {dim: 128, layers: 4, heads: 4, kv_heads: 4, ffn_dim: 512, context: 64}
 data: {text: $WORK/corpus.txt, tokenizer: char}
 train: {batch_size: 8, steps: 12, lr: 1.0e-3, warmup_steps: 2, log_interval: 0, eval_iters: 1, threads: 1,
         out: $WORK/unused}
 YAML
-MPIRUN=(mpirun --oversubscribe --bind-to none)
-if [ "$(id -u)" -eq 0 ]; then MPIRUN+=(--allow-run-as-root); fi
-
 # median RUN FIELD: the median of FIELD over steps 4.. of RUN/metrics.jsonl.
-median() {
-  sed -n "s/^{\"step\":\([0-9]*\),\"loss\".*\"$2\":\([0-9.]*\).*/\1 \2/p" "$1/metrics.jsonl" |
-    awk '$1 >= 4 { print $2 }' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
+median() { median_step "$1/metrics.jsonl" "$2" 4; }
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-6s %-5s %3s %10s %9s %9s %7s %8s\n" round sched m "ms/step" bubble ideal ratio "vs 1 proc" | tee "$WORK/table"
 for round in $(seq "$ROUNDS"); do
   rm -rf "$WORK/one"
-  "$KOI" train --config "$WORK/bench.yaml" --out "$WORK/one" > /dev/null 2>&1
+  launch 1 --config "$WORK/bench.yaml" --out "$WORK/one" > /dev/null 2>&1
   one_ms=$(median "$WORK/one" step_ms)
   printf "%-6s %-5s %3s %10.1f %9s %9s %7s %8s\n" "$round" "-" 1 "$one_ms" - - - 1.00 | tee -a "$WORK/table"
   for m in 1 2 4 8; do
     for sched in 1f1b gpipe; do
       run=$WORK/pp_${sched}_$m
       rm -rf "$run"
-      "${MPIRUN[@]}" -np 2 "$KOI" train --config "$WORK/bench.yaml" --out "$run" --pp 2 --pp-microbatches "$m" \
+      launch 2 --config "$WORK/bench.yaml" --out "$run" --pp 2 --pp-microbatches "$m" \
         --pp-schedule "$sched" > /dev/null 2>&1
       ms=$(median "$run" step_ms)
       bubble=$(median "$run" bubble)

@@ -6,12 +6,11 @@
 # both runs end with the same evaluation and checkpoint, so the difference is the steps alone.
 # The theoretical payload is printed beside it (see bench/README.md for the formula).
 # Usage: [KOI_SHARED_DIR=DIR] bench/train_tensor_parallel.sh KOI [ROUNDS]
-set -euo pipefail
 KOI=$1
 ROUNDS=${2:-1}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-head -c 200000 "${KOI_SHARED_DIR:-/work/shared}/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
+SHARED=${KOI_SHARED_DIR:-/work/shared}
+CORPUS_BYTES=200000
+source "$(dirname "$0")/train_lib.sh"
 # dim 128, 4 layers, 8 heads / 4 kv heads of 16, ffn 384, batch 8 x 64 tokens.
 L=4 C=128 B=8 T=64
 cat > "$WORK/r.yaml" <<YAML
@@ -20,19 +19,7 @@ data: {text: $WORK/corpus.txt, tokenizer: char}
 train: {batch_size: $B, steps: 30, lr: 1.0e-3, warmup_steps: 5, seed: 7, log_interval: 0, eval_iters: 1,
         threads: 1, out: $WORK/unused}
 YAML
-MPIRUN=(mpirun --oversubscribe --bind-to none)
-if [ "$(id -u)" -eq 0 ]; then MPIRUN+=(--allow-run-as-root); fi
 bytes() { awk '$1 ~ /^koi_train_collective_bytes_total/ { s += $2 } END { printf "%.0f", s }' "$1/metrics.prom"; }
-median_ms() {
-  sed -n 's/^{"step":\([0-9]*\),"loss".*"step_ms":\([0-9.]*\).*/\1 \2/p' "$1/metrics.jsonl" |
-    awk '$1 > 5 { print $2 }' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
-# launch NP ARGS...: koi train on NP ranks (1: no mpirun).
-launch() {
-  local np=$1
-  shift
-  if [ "$np" -eq 1 ]; then "$KOI" train "$@"; else "${MPIRUN[@]}" -np "$np" "$KOI" train "$@"; fi
-}
 params=$(launch 1 --config "$WORK/r.yaml" --out "$WORK/p" --steps 1 2>&1 | sed -n 's/^model: \([0-9]*\) parameters.*/\1/p')
 echo "model: $params parameters, L=$L C=$C, global batch $B x $T; load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-12s %10s %14s %14s\n" layout "ms/step" "bytes/step" "theory bytes"
@@ -59,7 +46,7 @@ for round in $(seq "$ROUNDS"); do
         if (dp > 1) t += shard * 4
         t += (2 + np) * 8
         printf "%.0f", t }')
-    printf "%-12s %10s %14s %14s   (round %d, load %s)\n" "dp=$dp tp=$tp" "$(median_ms "$WORK/run30")" "$measured" \
+    printf "%-12s %10s %14s %14s   (round %d, load %s)\n" "dp=$dp tp=$tp" "$(median_step "$WORK/run30/metrics.jsonl" step_ms 6)" "$measured" \
       "$theory" "$round" "$(cut -d' ' -f1 /proc/loadavg)"
   done
 done

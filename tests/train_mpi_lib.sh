@@ -1,6 +1,6 @@
 # Shared by the tests/train_mpi_*.sh scripts (sourced): a tiny corpus and recipe in a temp
 # directory, the mpirun command line, and loss-curve comparison.
-# Expects KOI and SHARED to be set; defines WORK, RECIPE, MPIRUN (an array).
+# Expects KOI and SHARED to be set; defines WORK, RECIPE, MPIRUN and LAUNCH (arrays).
 set -euo pipefail
 WORK=$(mktemp -d)
 head -c 60000 "$SHARED/data/tinyshakespeare.txt" > "$WORK/corpus.txt"
@@ -79,6 +79,35 @@ wait_for_step() {
 # run CMD...: runs CMD with its output in WORK/last.txt; on failure prints it and fails the test.
 run() { "$@" > "$WORK/last.txt" 2>&1 || { echo "FAIL: $*"; cat "$WORK/last.txt"; exit 1; }; }
 
+# launch NP: the command that starts koi on NP ranks (0: one process without mpirun), in LAUNCH.
+launch() {
+  LAUNCH=("$KOI")
+  if [ "$1" -gt 0 ]; then LAUNCH=("${MPIRUN[@]}" -np "$1" "$KOI"); fi
+}
+
+# run_curve NAME NP [ARGS...]: trains RECIPE in WORK/NAME on NP ranks (0: one process) with
+# ARGS, its output in WORK/NAME.txt; on failure prints it and fails the test.
+run_curve() {
+  local name=$1
+  launch "$2"
+  shift 2
+  "${LAUNCH[@]}" train --config "$RECIPE" --out "$WORK/$name" "$@" > "$WORK/$name.txt" 2>&1 ||
+    { echo "FAIL: $name ($*)"; cat "$WORK/$name.txt"; exit 1; }
+}
+
+# expect_refused MESSAGE NP [ARGS...]: koi train of RECIPE on NP ranks (0: one process) with
+# ARGS must fail at start with MESSAGE (a fixed string) in its output.
+expect_refused() {
+  local message=$1
+  launch "$2"
+  shift 2
+  if "${LAUNCH[@]}" train --config "$RECIPE" --out "$WORK/refused" "$@" > "$WORK/refused.txt" 2>&1; then
+    echo "FAIL: accepted: $*"; exit 1
+  fi
+  grep -qF -- "$message" "$WORK/refused.txt" || { echo "FAIL: $* gave no '$message'"; cat "$WORK/refused.txt"; exit 1; }
+  echo "refused as expected: $*"
+}
+
 # resume_from RUN NAME NP [ARGS...]: RUN's step-10 checkpoint resumed in WORK/NAME on NP ranks
 # (0: one process without mpirun) with ARGS; fails unless it resumed there and went on at 11.
 resume_from() {
@@ -86,9 +115,8 @@ resume_from() {
   shift 3
   mkdir "$WORK/$name"
   cp -r "$WORK/$from/ckpt-00000010" "$WORK/$name/"
-  local launch=("$KOI")
-  if [ "$np" -gt 0 ]; then launch=("${MPIRUN[@]}" -np "$np" "$KOI"); fi
-  run "${launch[@]}" train --config "$RECIPE" --out "$WORK/$name" --resume "$@"
+  launch "$np"
+  run "${LAUNCH[@]}" train --config "$RECIPE" --out "$WORK/$name" --resume "$@"
   grep -q "resuming from .*ckpt-00000010" "$WORK/last.txt" || { echo "FAIL: $name did not resume"; exit 1; }
   [ "$(losses "$WORK/$name" | head -n 1 | cut -d' ' -f1)" -eq 11 ] || { echo "FAIL: $name did not start at 11"; exit 1; }
 }

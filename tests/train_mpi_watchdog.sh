@@ -27,7 +27,7 @@ echo "frozen rank detected and the job ended in ${elapsed} s (timeout ${TIMEOUT}
 [ "$rc" -ne 0 ] || { echo "FAIL: mpirun exited 0"; exit 1; }
 # The timeout, the roll call (at most 2 s) and mpirun's teardown.
 awk -v e="$elapsed" -v t="$TIMEOUT" 'BEGIN { exit !(e >= t && e < t + 10) }' ||
-  { echo "FAIL: took ${elapsed} s"; exit 1; }
+  { echo "FAIL: took ${elapsed} s"; cat "$WORK/out.txt"; exit 1; }
 pattern="watchdog: rank 0 step [0-9]*: collective '[a-z -]*[0-9]*' did not complete within $TIMEOUT s; not responding: rank 1$"
 grep -q "$pattern" "$WORK/out.txt" || { echo "FAIL: no watchdog message naming rank 1"; cat "$WORK/out.txt"; exit 1; }
 grep "$pattern" "$WORK/out.txt"

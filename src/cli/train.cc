@@ -137,7 +137,8 @@ Runner setup_train(CLI::App* app) {
                   "weights, gathered per layer (ZeRO-3/FSDP); 0: plain data parallel")
       ->check(CLI::IsMember({0, 1, 2, 3}));
   app->add_flag("--no-overlap", o->no_overlap,
-                "ZeRO-2/3: wait for each collective at once instead of overlapping it with compute (for comparison)");
+                "sum the gradients after the backward pass (ZeRO-0/1: in buckets) and wait for each ZeRO-2/3 collective "
+                "at once, instead of overlapping them with compute (for comparison)");
   app->add_option("--dp", o->dp,
                   "data-parallel ranks of the device mesh (default: the ranks left by tp x pp x ep; the product of "
                   "--dp --tp --pp --ep is the mpirun rank count)")

@@ -47,6 +47,16 @@ std::vector<std::string> complete_checkpoints(const std::string& run_dir) {
   return out;
 }
 
+// AdamW's step count from a checkpoint's state.json.
+Result<int64_t> read_adam_steps(const std::string& dir) {
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path_join(dir, "state.json")));
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  const json::value* steps = ec || !v.is_object() ? nullptr : v.as_object().if_contains("adam_steps");
+  if (steps == nullptr || !steps->is_int64()) return Status::corrupt(path_join(dir, "state.json") + ": missing adam_steps");
+  return steps->as_int64();
+}
+
 }  // namespace
 
 std::string hf_config_json(const model::ModelConfig& c) {
@@ -77,19 +87,27 @@ Status write_params(const std::string& path, const std::vector<ParamTensor>& lay
   return model::write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
-Status read_params(const std::string& path, const std::vector<ParamTensor>& layout, std::vector<float>* data,
-                   const std::string& prefix) {
+Status for_each_param(const std::string& path, const std::vector<ParamTensor>& layout,
+                      const std::function<void(size_t, const float*)>& take, const std::string& prefix) {
   KOI_ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::open(path));
-  for (const ParamTensor& t : layout) {
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const ParamTensor& t = layout[i];
     const model::SafetensorsTensor* st = file.find(prefix + t.name);
     if (st == nullptr) return Status::corrupt(path + ": tensor " + prefix + t.name + " is missing");
     if (st->view.type != DType::kF32 || st->view.num_elements() != t.size) {
       return Status::corrupt(path + ": tensor " + prefix + t.name + " is not f32 of " + std::to_string(t.size) +
                              " values; the checkpoint does not match the model config");
     }
-    std::copy_n(st->view.f32(), t.size, data->data() + t.offset);
+    take(i, st->view.f32());
   }
   return ok_status();
+}
+
+Status read_params(const std::string& path, const std::vector<ParamTensor>& layout, std::vector<float>* data,
+                   const std::string& prefix) {
+  return for_each_param(
+      path, layout, [&](size_t i, const float* src) { std::copy_n(src, layout[i].size, data->data() + layout[i].offset); },
+      prefix);
 }
 
 CheckpointSnapshot snapshot_checkpoint(const TrainState& state, const LlamaTrain& model, AdamW& optimizer) {
@@ -214,12 +232,21 @@ Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimiz
   const std::vector<ParamTensor>& trained = model->trainable_layout();
   KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), trained, &optimizer->m(), "m."));
   KOI_RETURN_IF_ERROR(read_params(path_join(dir, "optimizer.safetensors"), trained, &optimizer->v(), "v."));
-  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path_join(dir, "state.json")));
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  const json::value* steps = ec || !v.is_object() ? nullptr : v.as_object().if_contains("adam_steps");
-  if (steps == nullptr || !steps->is_int64()) return Status::corrupt(path_join(dir, "state.json") + ": missing adam_steps");
-  optimizer->set_steps(steps->as_int64());
+  KOI_ASSIGN_OR_RETURN(const int64_t steps, read_adam_steps(dir));
+  optimizer->set_steps(steps);
+  return ok_status();
+}
+
+Status load_checkpoint_sliced(const std::string& dir, const std::vector<ParamTensor>& layout,
+                              const std::function<void(size_t, const float*, float*)>& slice,
+                              std::vector<float>* params, AdamW* optimizer) {
+  auto into = [&](std::vector<float>* dst) { return [&, dst](size_t i, const float* src) { slice(i, src, dst->data()); }; };
+  KOI_RETURN_IF_ERROR(for_each_param(path_join(dir, "model.safetensors"), layout, into(params)));
+  const std::string moments = path_join(dir, "optimizer.safetensors");
+  KOI_RETURN_IF_ERROR(for_each_param(moments, layout, into(&optimizer->m()), "m."));
+  KOI_RETURN_IF_ERROR(for_each_param(moments, layout, into(&optimizer->v()), "v."));
+  KOI_ASSIGN_OR_RETURN(const int64_t steps, read_adam_steps(dir));
+  optimizer->set_steps(steps);
   return ok_status();
 }
 

@@ -60,6 +60,10 @@ Status write_params(const std::string& path, const std::vector<ParamTensor>& lay
 // Reads them back into data (already sized); every tensor must be present with its shape.
 Status read_params(const std::string& path, const std::vector<ParamTensor>& layout, std::vector<float>* data,
                    const std::string& prefix = "");
+// The same checks, handing each tensor to take(index in layout, its t.size floats) while the
+// file is mapped instead of copying it.
+Status for_each_param(const std::string& path, const std::vector<ParamTensor>& layout,
+                      const std::function<void(size_t, const float*)>& take, const std::string& prefix = "");
 
 // Everything a checkpoint holds, copied out of the run.
 struct CheckpointSnapshot {
@@ -89,6 +93,13 @@ Result<TrainState> read_checkpoint_state(const std::string& dir);
 // Loads weights (and the adapters of a model with LoRA) and the optimizer state into objects
 // created with the checkpoint's config.
 Status load_checkpoint(const std::string& dir, LlamaTrain* model, AdamW* optimizer);
+// A part of every tensor: the weights into *params and AdamW's m and v into *optimizer, each
+// tensor (index i of the whole model's layout, as the checkpoint holds it) handed to
+// slice(i, whole tensor, destination vector) straight from the mapped file, so no whole model
+// is built (a tensor-parallel rank's shard, TensorParallel::slice_tensor).
+Status load_checkpoint_sliced(const std::string& dir, const std::vector<ParamTensor>& layout,
+                              const std::function<void(size_t, const float*, float*)>& slice,
+                              std::vector<float>* params, AdamW* optimizer);
 // Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps all), and any ckpt-*
 // folder older than the newest complete one that has no completion marker (what a process
 // killed while pruning leaves).

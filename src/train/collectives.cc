@@ -87,6 +87,12 @@ class MpiCommunicator final : public Communicator {
     MPI_Ireduce_scatter(in, out, p.counts.data(), MPI_FLOAT, MPI_SUM, comm_, &p.request);
     return next_ticket_++;
   }
+  int64_t start_allreduce_sum(float* data, int64_t n, std::string what) override {
+    Pending& p = pending_[next_ticket_];
+    p.what = std::move(what);
+    MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n), MPI_FLOAT, MPI_SUM, comm_, &p.request);
+    return next_ticket_++;
+  }
   void progress() override {
     for (auto& [ticket, p] : pending_) {
       int done = 0;
@@ -318,6 +324,11 @@ int64_t Communicator::start_allgather(float* data, const std::vector<int64_t>& c
 int64_t Communicator::start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                                std::string what) {
   done_.emplace_back(next_ticket_, reduce_scatter_sum(in, out, counts, what));
+  return next_ticket_++;
+}
+
+int64_t Communicator::start_allreduce_sum(float* data, int64_t n, std::string what) {
+  done_.emplace_back(next_ticket_, allreduce_sum(data, n, what));
   return next_ticket_++;
 }
 

@@ -61,6 +61,8 @@ class Communicator {
   virtual int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what);
   virtual int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                            std::string what);
+  // Non-blocking allreduce_sum of data[0, n) in place (ZeRO-0/1's overlapped gradient sum).
+  virtual int64_t start_allreduce_sum(float* data, int64_t n, std::string what);
   virtual Status wait(int64_t ticket);
   // Lets started collectives advance (MPI moves a non-blocking collective's data mostly inside
   // MPI calls); call it between pieces of compute. Default: nothing.

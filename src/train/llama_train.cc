@@ -266,21 +266,22 @@ Params LlamaTrain::unit_grads(int unit) {
   return g;
 }
 
+void init_random_tensor(const ParamTensor& t, size_t index, int n_layers, uint64_t seed, float* dst) {
+  if (t.shape.size() == 1) {
+    const bool is_norm = t.name.find("norm") != std::string::npos;
+    std::fill_n(dst, t.size, is_norm ? 1.0f : 0.0f);
+    return;
+  }
+  const bool out_proj = t.name.find("o_proj") != std::string::npos || t.name.find("down_proj") != std::string::npos ||
+                        t.name.ends_with(".w2.weight");  // Mixtral's expert down projection
+  const float stddev = out_proj ? 0.02f / std::sqrt(2.0f * static_cast<float>(n_layers)) : 0.02f;
+  Rng rng(seed * 1000003 + index);
+  for (int64_t j = 0; j < t.size; ++j) dst[j] = static_cast<float>(rng.normal()) * stddev;
+}
+
 void LlamaTrain::init_random(uint64_t seed) {
-  const float out_proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layers));
   for (size_t i = 0; i < layout_.size(); ++i) {
-    const ParamTensor& t = layout_[i];
-    float* dst = params_.data() + t.offset;
-    if (t.shape.size() == 1) {
-      const bool is_norm = t.name.find("norm") != std::string::npos;
-      std::fill_n(dst, t.size, is_norm ? 1.0f : 0.0f);
-      continue;
-    }
-    const bool out_proj = t.name.find("o_proj") != std::string::npos || t.name.find("down_proj") != std::string::npos ||
-                          t.name.ends_with(".w2.weight");  // Mixtral's expert down projection
-    const float stddev = out_proj ? out_proj_std : 0.02f;
-    Rng rng(seed * 1000003 + i);
-    for (int64_t j = 0; j < t.size; ++j) dst[j] = static_cast<float>(rng.normal()) * stddev;
+    init_random_tensor(layout_[i], i, config_.n_layers, seed, params_.data() + layout_[i].offset);
   }
 }
 
@@ -565,7 +566,7 @@ float LlamaTrain::forward(const int32_t* inputs, const int32_t* targets, int B, 
     float* x_next = l + 1 < layer_end_ ? acts_[static_cast<size_t>(l) + 1].x_in.data() : x_out_.data();
     if (c.moe.enabled()) {  // or the experts: x_next = x_mid + moe(xn2)
       moe_forward(pool_, c, L.moe, a.xn2.data(), x_next, N, moe_acts_[static_cast<size_t>(l)],
-                  ep_.comm != nullptr ? &ep_ : nullptr);
+                  ep_.comm != nullptr ? &ep_ : nullptr, batch_group_);
       add_into(x_next, a.x_mid.data(), N * C);
       unit_done(l, /*backward=*/false);
       continue;

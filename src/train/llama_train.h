@@ -73,6 +73,11 @@ struct Params {
   float* output;       // (V, C); == token_embd when tied
 };
 
+// init_random's value of tensor `index` of a model's layout (t = layout[index], of a model of
+// n_layers layers) into dst (t.size floats): each tensor is a function of (seed, index) alone,
+// so a tensor-parallel shard can be made one tensor at a time (TensorParallel::init_random).
+void init_random_tensor(const ParamTensor& t, size_t index, int n_layers, uint64_t seed, float* dst);
+
 class LlamaTrain {
  public:
   // config must validate(); rope_scaling and rope_factors are not supported for training.
@@ -143,6 +148,11 @@ class LlamaTrain {
   // each of which runs forward() and backward() on its own share of the batch together;
   // comm must outlive this. nullptr: every expert here (the default).
   void set_expert_parallel(Communicator* comm) { ep_.comm = comm; }
+  // Data parallelism over comm's ranks (and under expert parallelism the ep group): their
+  // shares make one batch, so statistics of the whole batch (the router's load-balancing loss,
+  // moe_train.h) are summed over them in forward(). comm must outlive this; nullptr: this
+  // rank's share is the batch (the default).
+  void set_batch_group(Communicator* comm) { batch_group_ = comm; }
 
   // Pipeline parallelism (pipeline.h): from now on forward() and backward() run layers
   // [begin, end) only, and activations are kept for those layers only. A stage with
@@ -209,6 +219,7 @@ class LlamaTrain {
 
   int layer_begin_ = 0, layer_end_;  // set_layer_range()
   ExpertParallel ep_;                 // set_expert_parallel(); comm nullptr: off
+  Communicator* batch_group_ = nullptr;  // set_batch_group()
 
  public:
   // Activations of the last forward(), sized for B x T.

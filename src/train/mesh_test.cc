@@ -6,39 +6,22 @@
 #include <set>
 #include <utility>
 
+#include "train/testing_communicator.h"
+
 namespace koi::train {
 namespace {
 
 // Rank `rank` of `size`, alone: records the (color, key) of every split, in call order.
-class SplitRecorder final : public Communicator {
+class SplitRecorder final : public RefusingCommunicator {
  public:
   SplitRecorder(int rank, int size, std::vector<std::pair<int, int>>* splits)
-      : rank_(rank), size_(size), splits_(splits) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  void set_step(int64_t) override {}
-  Status allreduce_sum(float*, int64_t, std::string_view) override { return ok_status(); }
-  Status allreduce_sum(double*, int64_t, std::string_view) override { return ok_status(); }
-  Status allgather(float*, const std::vector<int64_t>&, std::string_view) override { return ok_status(); }
-  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
-    return ok_status();
-  }
-  Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
-  Status barrier(std::string_view) override { return ok_status(); }
+      : RefusingCommunicator(rank, size), splits_(splits) {}
   Result<std::unique_ptr<Communicator>> split(int color, int key) override {
     splits_->emplace_back(color, key);
     return std::unique_ptr<Communicator>(new LocalCommunicator());
   }
-  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
-                   std::string_view) override {
-    return Status::unsupported("not here");
-  }
-  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  [[noreturn]] void abort(int) override { std::abort(); }
 
  private:
-  int rank_, size_;
   std::vector<std::pair<int, int>>* splits_;
 };
 

@@ -64,11 +64,14 @@ struct EpLayout {
   }
 };
 
-void ep_check(const ExpertParallel& ep, const Status& s) {
+// A failed collective of the MoE passes ends the job (their callers cannot return it).
+void abort_on_error(Communicator& comm, const Status& s) {
   if (s.ok()) return;
-  std::fprintf(stderr, "expert parallel: %s\n", s.message().c_str());
-  ep.comm->abort(s.code() == StatusCode::kDeadlineExceeded ? kWatchdogExitCode : 1);
+  std::fprintf(stderr, "mixture of experts: %s\n", s.message().c_str());
+  comm.abort(s.code() == StatusCode::kDeadlineExceeded ? kWatchdogExitCode : 1);
 }
+
+void ep_check(const ExpertParallel& ep, const Status& s) { abort_on_error(*ep.comm, s); }
 
 // The layout of a forward pass whose row counts are in a.ep_counts.
 EpLayout ep_layout(const ExpertParallel& ep, int64_t E, const MoeActs& a) {
@@ -204,7 +207,7 @@ void ep_experts_backward(ThreadPool* pool, const model::ModelConfig& c, const Mo
 }  // namespace
 
 void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const float* xn, float* out,
-                 int64_t N, MoeActs& a, const ExpertParallel* ep) {
+                 int64_t N, MoeActs& a, const ExpertParallel* ep, Communicator* batch_group) {
   const model::MoeConfig& m = c.moe;
   const int64_t C = c.dim, E = m.n_experts, K = m.n_experts_used, F = m.expert_ffn_dim;
   // Router: logits (N, E) = xn Wr^T; per token its K experts and weights.
@@ -243,14 +246,17 @@ void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams&
     }
   }
   // Load balance: f_e = count_e / (N K), P_e = mean_n probs[n, e]; aux = E sum_e f_e P_e.
-  // Expert parallel: counts and probability sums of every rank's tokens (the whole batch).
+  // With a batch group: counts and probability sums of every rank's tokens (the whole batch).
   std::vector<double> stats(static_cast<size_t>(2 * E), 0.0);  // count_e, then sum_n probs[n, e]
   for (int64_t e = 0; e < E; ++e) {
     stats[e] = static_cast<double>(a.routed[e].size());
     for (int64_t n = 0; n < N; ++n) stats[E + e] += a.probs[n * E + e];
   }
-  const int64_t N_all = ep != nullptr ? N * ep->comm->size() : N;
-  if (ep != nullptr) ep_check(*ep, ep->comm->allreduce_sum(stats.data(), 2 * E, "allreduce router load"));
+  int64_t N_all = N;
+  if (batch_group != nullptr && batch_group->size() > 1) {
+    N_all = N * batch_group->size();
+    abort_on_error(*batch_group, batch_group->allreduce_sum(stats.data(), 2 * E, "allreduce router load"));
+  }
   a.frac.assign(static_cast<size_t>(E), 0.0f);
   double aux = 0.0;
   for (int64_t e = 0; e < E; ++e) {

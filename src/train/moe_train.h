@@ -18,10 +18,16 @@
 // outputs come back with alltoallv, and the same in backward for the rows' gradients.
 // Dropless: every routed row is computed (no capacity factor). An owner stacks an expert's
 // rows by rank, then in slot order, which is the single-process order of the whole batch, so
-// the expert passes and gradients are bitwise those of one process; f_e and P_e of the
-// load-balancing loss are summed over the ranks (the whole batch's). Only the owner computes
+// the expert passes and gradients are bitwise those of one process. Only the owner computes
 // an expert's gradient (the others leave it 0, so the data-parallel gradient sum is it). A
 // failed collective ends the job (Communicator::abort), as the caller cannot return it.
+//
+// The batch group (data parallel, and under expert parallelism the ep group, whose ranks split
+// the batch too): the ranks whose tokens together make the batch. f_e and P_e of the
+// load-balancing loss are summed over it, so aux_l is the whole batch's on every rank, as in
+// one process; the backward pass needs nothing more (each rank's tokens get d aux_l / d P_e of
+// the whole batch and the data-parallel gradient sum adds them). Without it each rank's
+// statistics are its own tokens'.
 //
 // Plain functions over caller-owned buffers; every reduction has a fixed order (experts in
 // index order, tokens in batch order), so results do not depend on the thread count.
@@ -71,9 +77,11 @@ struct MoeScratch {
   std::vector<float> dslot, dw, dprobs, dlogits, dy, dh, dgate, dup, dxin;
 };
 
-// out (N, C) = the block applied to xn (N, C), overwriting out; fills acts.
+// out (N, C) = the block applied to xn (N, C), overwriting out; fills acts. batch_group: the
+// ranks whose N tokens each make the batch together (each calls this with the same N); nullptr:
+// this rank's tokens are the batch.
 void moe_forward(ThreadPool* pool, const model::ModelConfig& c, const MoeParams& p, const float* xn, float* out,
-                 int64_t N, MoeActs& acts, const ExpertParallel* ep = nullptr);
+                 int64_t N, MoeActs& acts, const ExpertParallel* ep = nullptr, Communicator* batch_group = nullptr);
 
 // After moe_forward: grads g += d/dparams and dxn (N, C) += d/dxn of
 //   sum_n dout[n] . out[n]  +  aux_scale * aux_l.

@@ -3,7 +3,7 @@
 namespace koi::train {
 
 Result<double> ParallelStrategy::forward_backward(const int32_t* inputs, const int32_t* targets, int B, int T,
-                                                  float loss_scale) {
+                                                  float loss_scale, bool last_micro_batch) {
   if (pipeline != nullptr) {
     const trace::Span span(trace, "pipeline schedule", "compute");
     return pipeline->train_batch(inputs, targets, B, T, loss_scale);
@@ -14,7 +14,11 @@ Result<double> ParallelStrategy::forward_backward(const int32_t* inputs, const i
     loss = (model->forward(inputs, targets, B, T) + model->aux_loss()) * static_cast<float>(B);
   }
   const trace::Span span(trace, "backward", "compute");
-  model->backward(loss_scale);
+  if (overlap != nullptr && last_micro_batch) {
+    overlap->backward(loss_scale);
+  } else {
+    model->backward(loss_scale);
+  }
   KOI_RETURN_IF_ERROR(model->parallel_status());
   return loss;
 }
@@ -23,6 +27,10 @@ Status ParallelStrategy::reduce_grads(int64_t bucket_floats) {
   if (zero != nullptr) {
     const trace::Span span(trace, "wait for gradient reductions", "collective");
     return zero->finish_backward();
+  }
+  if (overlap != nullptr && overlap->started()) {
+    const trace::Span span(trace, "wait for gradient allreduces", "collective");
+    return overlap->finish();
   }
   if (pipeline != nullptr && data->size() == 1) return ok_status();  // the stages' gradients are disjoint
   const trace::Span span(trace, "allreduce grads", "collective");

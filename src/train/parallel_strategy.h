@@ -17,6 +17,7 @@
 #include "base/trace.h"
 #include "train/collectives.h"
 #include "train/data_parallel.h"
+#include "train/grad_overlap.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
@@ -32,13 +33,17 @@ struct ParallelStrategy {
   ShardedDataParallel* zero = nullptr;
   Pipeline* pipeline = nullptr;
   const TensorParallel* tp = nullptr;
+  GradientOverlap* overlap = nullptr;  // with opt: the last micro-batch's backward sums as it goes
   trace::Recorder* trace = nullptr;
 
   // Forward and backward of this rank's B sequences of T tokens (a pipeline: through the
   // schedule's micro-batches), grads += loss_scale * d(summed token losses). Returns this rank's
   // (loss + aux loss) * B (a pipeline stage: its part of it, the cross-entropy on the last).
-  Result<double> forward_backward(const int32_t* inputs, const int32_t* targets, int B, int T, float loss_scale);
-  // Sums the gradients over `data` (ZeRO-2/3: waits for the reduce-scatters in flight).
+  // last_micro_batch: the step's last, whose backward starts the gradient sums under overlap.
+  Result<double> forward_backward(const int32_t* inputs, const int32_t* targets, int B, int T, float loss_scale,
+                                  bool last_micro_batch);
+  // Sums the gradients over `data` (ZeRO-2/3, and ZeRO-0/1 with overlap: waits for the
+  // reductions in flight).
   Status reduce_grads(int64_t bucket_floats);
   // The global gradient norm (before clipping), clipped to max_norm.
   Result<float> clip_grad_norm(float max_norm);

@@ -58,6 +58,7 @@ Result<TensorParallel> TensorParallel::create(const model::ModelConfig& full, Co
     }
     t.pieces_.push_back(p);
   }
+  t.full_layout_ = whole;
   t.full_size_ = end_of(whole);
   t.shard_size_ = end_of(part);
   return t;
@@ -95,6 +96,21 @@ void TensorParallel::copy_piece(const Piece& p, int part, float* full, float* sh
 
 void TensorParallel::slice(const float* full, float* shard) const {
   for (const Piece& p : pieces_) copy_piece(p, tp_->rank(), const_cast<float*>(full), shard, /*to_shard=*/true);
+}
+
+void TensorParallel::init_random(uint64_t seed, float* shard) const {
+  std::vector<float> tensor;  // one full tensor at a time
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    tensor.resize(static_cast<size_t>(full_layout_[i].size));
+    init_random_tensor(full_layout_[i], i, shard_config_.n_layers, seed, tensor.data());
+    slice_tensor(i, tensor.data(), shard);
+  }
+}
+
+void TensorParallel::slice_tensor(size_t index, const float* whole, float* shard) const {
+  Piece at_zero = pieces_[index];
+  at_zero.full_offset = 0;  // the tensor alone stands for the full vector
+  copy_piece(at_zero, tp_->rank(), const_cast<float*>(whole), shard, /*to_shard=*/true);
 }
 
 Status TensorParallel::gather(const std::vector<float>& shard, std::vector<float>* full, const char* what) const {

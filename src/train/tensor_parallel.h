@@ -54,6 +54,14 @@ class TensorParallel {
   // This rank's shard (shard_size floats) of a full parameter-shaped vector (weights, or
   // AdamW's m or v).
   void slice(const float* full, float* shard) const;
+  // This rank's shard of LlamaTrain::init_random(seed) on the full model, bitwise slice() of
+  // it, made one full tensor at a time: the largest tensor (the embedding), not the whole
+  // model, is held besides the shard. No communication.
+  void init_random(uint64_t seed, float* shard) const;
+  // Copies this rank's slice of tensor `index` of the full layout (whole: that tensor alone, as
+  // a checkpoint holds it) into its place in shard.
+  void slice_tensor(size_t index, const float* whole, float* shard) const;
+  const std::vector<ParamTensor>& full_layout() const { return full_layout_; }
   // The full vector from every rank's shard (an allgather over tp; every rank gets it).
   Status gather(const std::vector<float>& shard, std::vector<float>* full, const char* what) const;
   // Clips the gradient of the whole model (this rank's shard in grads) to max_norm as
@@ -78,6 +86,7 @@ class TensorParallel {
   Communicator* tp_ = nullptr;
   model::ModelConfig shard_config_;
   std::vector<Piece> pieces_;
+  std::vector<ParamTensor> full_layout_;  // pieces_[i] is full_layout_[i]
   int64_t full_size_ = 0, shard_size_ = 0, vocab_full_ = 0;
 };
 

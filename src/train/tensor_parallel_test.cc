@@ -6,8 +6,11 @@
 
 #include "base/thread_pool.h"
 #include "kernels/ops.h"
+#include "base/file.h"
+#include "train/checkpoint.h"
 #include "train/llama_train.h"
 #include "train/optimizer.h"
+#include "train/testing_communicator.h"
 
 namespace koi::train {
 namespace {
@@ -15,41 +18,23 @@ namespace {
 // Rank `rank` of 2 whose peer's contribution is given up front: allgather fills the peer's
 // part from `peer_part`, allreduce adds `peer_sum`. (The real ranks run in
 // tests/train_mpi_tensor_parallel.sh; this checks the index arithmetic exactly.)
-class PeerCommunicator final : public Communicator {
+class PeerCommunicator final : public RefusingCommunicator {
  public:
   PeerCommunicator(int rank, std::vector<float> peer_part, double peer_sum = 0.0)
-      : rank_(rank), peer_part_(std::move(peer_part)), peer_sum_(peer_sum) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  void set_step(int64_t) override {}
-  Status allreduce_sum(float*, int64_t, std::string_view) override { return Status::unsupported("not here"); }
+      : RefusingCommunicator(rank, 2), peer_part_(std::move(peer_part)), peer_sum_(peer_sum) {}
   Status allreduce_sum(double* data, int64_t n, std::string_view) override {
     EXPECT_EQ(n, 1);
     data[0] += peer_sum_;
     return ok_status();
   }
   Status allgather(float* data, const std::vector<int64_t>& counts, std::string_view) override {
-    const int peer = 1 - rank_;
+    const int peer = 1 - rank();
     EXPECT_EQ(counts[static_cast<size_t>(peer)], static_cast<int64_t>(peer_part_.size()));
     std::copy(peer_part_.begin(), peer_part_.end(), data + peer * counts[0]);
     return ok_status();
   }
-  Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&, std::string_view) override {
-    return Status::unsupported("not here");
-  }
-  Status broadcast(void*, int64_t, int, std::string_view) override { return ok_status(); }
-  Status barrier(std::string_view) override { return ok_status(); }
-  Result<std::unique_ptr<Communicator>> split(int, int) override { return Status::unsupported("not here"); }
-  Status alltoallv(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&,
-                   std::string_view) override {
-    return Status::unsupported("not here");
-  }
-  Status send(const float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  Status recv(float*, int64_t, int, std::string_view) override { return Status::unsupported("not here"); }
-  [[noreturn]] void abort(int) override { std::abort(); }
 
  private:
-  int rank_;
   std::vector<float> peer_part_;
   double peer_sum_;
 };
@@ -129,6 +114,63 @@ TEST(TensorParallel, RankOneTakesTheSecondHalfOfEachSplitDimension) {
     EXPECT_EQ(shard[static_cast<size_t>(at(part, "lm_head.weight", 5, col))], 0.0f);
     EXPECT_EQ(shard[static_cast<size_t>(at(part, "model.embed_tokens.weight", 5, col))], 0.0f);
   }
+}
+
+// A new model's shard is made alone, tensor by tensor, and is bitwise the slice of the whole
+// model's initialisation on each rank (with q/k/v biases, tied and untied embeddings).
+TEST(TensorParallel, ShardInitialisedAloneIsTheSliceOfTheWholeModel) {
+  for (bool tied : {false, true}) {
+    model::ModelConfig c = tiny_config();
+    c.tied_embeddings = tied;
+    ThreadPool pool(1);
+    LlamaTrain whole = *LlamaTrain::create(c, &pool);
+    whole.init_random(42);
+    for (int rank : {0, 1}) {
+      PeerCommunicator tp(rank, {});
+      Result<TensorParallel> t = TensorParallel::create(c, &tp, false);
+      ASSERT_TRUE(t.ok());
+      std::vector<float> sliced(static_cast<size_t>(t->shard_size()), -1.0f), alone(sliced.size(), -2.0f);
+      t->slice(whole.params().data(), sliced.data());
+      t->init_random(42, alone.data());
+      EXPECT_EQ(alone, sliced) << "rank " << rank << (tied ? ", tied" : ", untied");
+    }
+  }
+}
+
+// A checkpoint (whole tensors, as any mesh writes them) read tensor by tensor gives each rank
+// exactly slice() of the whole weights and of AdamW's m and v, and the step count.
+TEST(TensorParallel, CheckpointReadTensorByTensorIsTheSliceOfTheWholeOne) {
+  const model::ModelConfig c = tiny_config();
+  ThreadPool pool(1);
+  LlamaTrain whole = *LlamaTrain::create(c, &pool);
+  whole.init_random(3);
+  AdamW opt(AdamWConfig{}, static_cast<int64_t>(whole.params().size()));
+  for (size_t i = 0; i < whole.params().size(); ++i) {
+    opt.m()[i] = 0.5f * static_cast<float>(i), opt.v()[i] = 2.0f + static_cast<float>(i);
+  }
+  opt.set_steps(9);
+  const std::string dir = *make_temp_dir("koi-tp-ckpt");
+  const Result<std::string> ckpt = save_checkpoint(dir, {.step = 9}, whole, opt);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+  for (int rank : {0, 1}) {
+    PeerCommunicator tp(rank, {});
+    const TensorParallel t = *TensorParallel::create(c, &tp, false);
+    const size_t n = static_cast<size_t>(t.shard_size());
+    std::vector<float> params(n), want(n), want_m(n), want_v(n);
+    AdamW shard_opt(AdamWConfig{}, t.shard_size());
+    ASSERT_TRUE(load_checkpoint_sliced(
+                    *ckpt, t.full_layout(), [&](size_t i, const float* w, float* s) { t.slice_tensor(i, w, s); },
+                    &params, &shard_opt)
+                    .ok());
+    t.slice(whole.params().data(), want.data());
+    t.slice(opt.m().data(), want_m.data());
+    t.slice(opt.v().data(), want_v.data());
+    EXPECT_EQ(params, want) << "rank " << rank;
+    EXPECT_EQ(shard_opt.m(), want_m) << "rank " << rank;
+    EXPECT_EQ(shard_opt.v(), want_v) << "rank " << rank;
+    EXPECT_EQ(shard_opt.steps(), 9);
+  }
+  remove_all(dir);
 }
 
 TEST(TensorParallel, GatherOfBothShardsIsTheFullVector) {

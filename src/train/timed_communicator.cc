@@ -62,6 +62,13 @@ int64_t TimedCommunicator::start_reduce_scatter_sum(const float* in, float* out,
   return ticket;
 }
 
+int64_t TimedCommunicator::start_allreduce_sum(float* data, int64_t n, std::string what) {
+  count(allreduce_, static_cast<double>(n) * sizeof(float));
+  const int64_t ticket = inner_.start_allreduce_sum(data, n, std::move(what));
+  started_[ticket] = &allreduce_;
+  return ticket;
+}
+
 Status TimedCommunicator::wait(int64_t ticket) {
   const Kind* k = started_.at(ticket);
   started_.erase(ticket);

@@ -38,6 +38,7 @@ class TimedCommunicator final : public Communicator {
   int64_t start_allgather(float* data, const std::vector<int64_t>& counts, std::string what) override;
   int64_t start_reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts,
                                    std::string what) override;
+  int64_t start_allreduce_sum(float* data, int64_t n, std::string what) override;
   Status wait(int64_t ticket) override;
   void progress() override { inner_.progress(); }
   Status broadcast(void* data, int64_t bytes, int root, std::string_view what) override;

@@ -21,6 +21,7 @@
 #include "train/finetune.h"
 #include "train/flops.h"
 #include "train/llama_train.h"
+#include "train/parallel_layout.h"
 #include "train/parallel_strategy.h"
 #include "train/timed_communicator.h"
 #include "train/tensor_parallel.h"
@@ -270,6 +271,10 @@ Status set_pipeline_config(std::string_view schedule, PipelineConfig* p) {
   if (p->stages == 1 && p->micro_batches > 1) {
     return Status::invalid_argument("pp_microbatches needs pp > 1 (without a pipeline, use grad_accum)");
   }
+  if (p->stages == 1 && p->schedule != PipelineSchedule::k1F1B) {
+    return Status::invalid_argument("pp_schedule " + std::string(schedule) +
+                                    " orders a pipeline's micro-batches and needs pp > 1; leave it out without --pp");
+  }
   return ok_status();
 }
 
@@ -376,11 +381,22 @@ Status initial_state(const TrainConfig& c, const std::optional<BaseModel>& base,
 
 // The model (this rank's part under tensor parallelism) and the optimizer state to load with
 // DistributedAdamW::load_full_state, from initial_state on the full model (full_config): sliced
-// under tp. opt_state is sized for model's parameters.
+// under tp, except that a new model's shard is initialised alone (TensorParallel::init_random) and
+// a checkpoint's is read tensor by tensor (load_checkpoint_sliced): only fine-tuning builds it whole.
+// opt_state is sized for model's parameters.
 Status load_initial_state(const TrainConfig& c, const std::optional<BaseModel>& base, const std::string& ckpt_dir,
                           const model::ModelConfig& full_config, const TensorParallel* tp, ThreadPool* pool,
                           LlamaTrain* model, AdamW* opt_state) {
   if (tp == nullptr) return initial_state(c, base, ckpt_dir, model, opt_state);
+  if (ckpt_dir.empty() && !base) {  // a new model: only this rank's shard is made
+    tp->init_random(c.seed, model->params().data());
+    return ok_status();
+  }
+  if (!ckpt_dir.empty()) {  // each whole tensor sliced as it is read
+    return load_checkpoint_sliced(
+        ckpt_dir, tp->full_layout(), [tp](size_t i, const float* whole, float* shard) { tp->slice_tensor(i, whole, shard); },
+        &model->params(), opt_state);
+  }
   KOI_ASSIGN_OR_RETURN(LlamaTrain whole, LlamaTrain::create(full_config, pool));
   AdamW full(c.adam, tp->full_size());
   KOI_RETURN_IF_ERROR(initial_state(c, base, ckpt_dir, &whole, &full));
@@ -447,6 +463,7 @@ Status gather_full_state(const TensorParallel& tp, const LlamaTrain& shard, Adam
   if (!whole->has_value()) {
     KOI_ASSIGN_OR_RETURN(LlamaTrain created, LlamaTrain::create(full_config, pool));
     whole->emplace(std::move(created));
+    std::vector<float>().swap((*whole)->grads());  // it is only written out, never trained
     whole_opt->emplace(adam, tp.full_size());
   }
   KOI_RETURN_IF_ERROR(tp.gather(shard.params(), &(*whole)->params(), "allgather tp params"));
@@ -482,37 +499,6 @@ Result<std::optional<Pipeline>> create_pipeline(const TrainConfig& c, Mesh& mesh
   return std::optional<Pipeline>(std::move(pipeline));
 }
 
-// The combinations of the device mesh and ZeRO this trainer runs; any other is refused with
-// what to use instead.
-Status check_parallel_layout(const TrainConfig& c, const MeshShape& mesh) {
-  const std::string zero = std::to_string(c.zero_stage);
-  if (mesh.ep > 1 && (mesh.dp > 1 || mesh.tp > 1 || mesh.pp > 1)) {
-    return Status::unsupported("mesh " + mesh.to_string() + ": expert parallelism (--ep) does not combine with " +
-                               "--dp, --tp or --pp yet; run --ep " + std::to_string(mesh.ep) + " alone (mpirun -np " +
-                               std::to_string(mesh.ep) + ", its ranks also split the batch)");
-  }
-  if (mesh.pp > 1 && c.zero_stage != 0) {
-    return Status::unsupported("--zero " + zero + " with --pp " + std::to_string(mesh.pp) +
-                               ": the pipeline stages keep their own AdamW and ZeRO does not shard them yet; use "
-                               "--zero 0 with --pp, or --zero " + zero + " with --dp alone");
-  }
-  if (mesh.ep > 1 && c.zero_stage >= 2) {
-    return Status::unsupported("--zero " + zero + " with --ep: ZeRO-2/3 do not shard expert-parallel models yet; use "
-                               "--zero 0 or 1 with --ep");
-  }
-  if (c.zero_stage >= 2 && c.lora.rank > 0) {
-    return Status::invalid_argument("train.zero " + std::to_string(c.zero_stage) +
-                                    " shards the whole model's weights and gradients, and a LoRA run trains only its "
-                                    "adapters; use zero 0 or 1 with lora_rank");
-  }
-  if (c.zero_stage >= 2 && mesh.tp > 1) {
-    return Status::unsupported("--zero " + std::to_string(c.zero_stage) + " with --tp " + std::to_string(mesh.tp) +
-                               ": ZeRO-2/3 do not shard tensor-parallel shards yet; use --zero 1 with --tp, or "
-                               "--zero " + std::to_string(c.zero_stage) + " with --dp alone");
-  }
-  return ok_status();
-}
-
 Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::atomic<bool>* stop,
                                  Communicator* comm, metrics::Registry* registry, trace::Recorder* trace) {
   LocalCommunicator local;
@@ -527,12 +513,6 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   // (the experts' ranks take different sequences; check_parallel_layout keeps ep alone).
   Communicator& data = mesh.shape().ep > 1 ? mesh.ep() : mesh.dp();
   const int dp_ranks = data.size();
-  if (c.batch_size % dp_ranks != 0) {
-    return Status::invalid_argument("train.batch_size " + std::to_string(c.batch_size) + " does not split over " +
-                                    std::to_string(dp_ranks) +
-                                    (dp_ranks == ranks ? " ranks; use a multiple of the rank count"
-                                                       : " data-parallel ranks (--dp); use a multiple of the dp size"));
-  }
   std::vector<MappedFile> texts;
   for (const std::string& path : c.text_paths) {
     Result<MappedFile> text = MappedFile::open(path);
@@ -590,6 +570,7 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   model.set_moe_aux_loss_coef(c.moe_aux_loss_coef);
   if (tp) model.set_tensor_parallel(&mesh.tp(), tp->vocab_begin(), tp->vocab_full());
   KOI_RETURN_IF_ERROR(setup_expert_parallel(mc, mesh, &model));
+  model.set_batch_group(&data);  // the load-balancing statistics of the whole batch
   KOI_ASSIGN_OR_RETURN(std::optional<Pipeline> pipeline,
                        create_pipeline(c, mesh, tp ? &*tp : nullptr, rank_batch, &model));
   // ZeRO-0/1: the optimizer over the whole model here; ZeRO-2/3: `zero` below, from the weights.
@@ -606,8 +587,12 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
   const int64_t num_params = static_cast<int64_t>(model.params().size());
   KOI_RETURN_IF_ERROR(check_same_run(cm, {num_params, state.step, static_cast<int64_t>(state.loader_position)}));
   std::unique_ptr<ShardedDataParallel> zero = create_zero(c, &data, &model, std::move(resumed));
+  // ZeRO-0/1 over several ranks: the gradient allreduce overlaps the backward pass unless --no-overlap.
+  std::optional<GradientOverlap> overlap;
+  if (opt && c.overlap && data.size() > 1 && c.lora.rank == 0) overlap.emplace(&data, &model);
   ParallelStrategy strategy{.model = &model, .data = &data, .opt = opt ? &*opt : nullptr, .zero = zero.get(),
-                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr, .trace = trace};
+                            .pipeline = pipeline ? &*pipeline : nullptr, .tp = tp ? &*tp : nullptr,
+                            .overlap = overlap ? &*overlap : nullptr, .trace = trace};
   KOI_ASSIGN_OR_RETURN(const TokenShards shards, corpus_tokens(c, state, texts, cm));
   const uint64_t n_train = static_cast<uint64_t>(static_cast<double>(shards.size()) * (1.0 - c.val_fraction));
   const TokenRange train_tokens{&shards, 0, n_train}, val_tokens{&shards, n_train, shards.size()};
@@ -715,7 +700,8 @@ Result<TrainResult> run_training(const TrainConfig& c, bool resume, const std::a
       loader.next(inputs.data(), targets.data());
       KOI_ASSIGN_OR_RETURN(const double part,
                            strategy.forward_backward(inputs.data() + first, targets.data() + first, rank_batch, T,
-                                                     1.0f / static_cast<float>(B * T * c.grad_accum)));
+                                                     1.0f / static_cast<float>(B * T * c.grad_accum),
+                                                     micro + 1 == c.grad_accum));
       loss += part;
     }
     std::fill(step_stats.begin(), step_stats.end(), 0.0);

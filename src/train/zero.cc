@@ -41,8 +41,8 @@ ShardedDataParallel::ShardedDataParallel(Communicator* comm, LlamaTrain* model, 
     units_.push_back(std::move(unit));
   }
   const std::vector<float>& flat = model->params();
-  acquire(params_, own_size_);
-  acquire(grads_, own_size_);
+  acquire(params_, own_size_, /*zeroed=*/false);
+  acquire(grads_, own_size_, /*zeroed=*/true);
   for (const Unit& u : units_) {
     for_each_own_run(u, [&](int64_t flat_begin, int64_t own, int64_t n) {
       std::copy_n(flat.begin() + flat_begin, n, params_.begin() + own);
@@ -81,14 +81,29 @@ bool ShardedDataParallel::failed(Status s) {
   return true;
 }
 
-void ShardedDataParallel::acquire(std::vector<float>& v, int64_t n) {
+void ShardedDataParallel::acquire(std::vector<float>& v, int64_t n, bool zeroed) {
   release(v);
-  v.assign(static_cast<size_t>(n), 0.0f);
+  const size_t size = static_cast<size_t>(n);
+  auto spare = std::find_if(spares_.begin(), spares_.end(), [&](const std::vector<float>& b) { return b.size() == size; });
+  if (spare != spares_.end()) {  // already counted in tracked_
+    v.swap(*spare);
+    spares_.erase(spare);
+    if (zeroed) std::fill(v.begin(), v.end(), 0.0f);
+    return;
+  }
+  v.assign(size, 0.0f);
+  ++allocated_;
   tracked_ += capacity_bytes(v);
   peak_ = std::max(peak_, current());
 }
 
 void ShardedDataParallel::release(std::vector<float>& v) {
+  if (v.empty()) return;
+  spares_.push_back(std::move(v));  // kept, and still counted, for the next acquire of its size
+  v = std::vector<float>();
+}
+
+void ShardedDataParallel::free(std::vector<float>& v) {
   tracked_ -= capacity_bytes(v);
   std::vector<float>().swap(v);
 }
@@ -100,7 +115,7 @@ int64_t ShardedDataParallel::current() const {
 Status ShardedDataParallel::gather_unit(int unit, const std::vector<float>& own, std::vector<float>& buffer,
                                         const std::string& what) {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  acquire(buffer, u.size);
+  acquire(buffer, u.size, /*zeroed=*/false);  // the allgather writes every element
   std::copy_n(own.begin() + u.own_offset, u.mine.size(), buffer.begin() + u.mine.begin);
   return comm_->allgather(buffer.data(), u.counts, "allgather " + what + " " + unit_name(unit, model_->num_units()));
 }
@@ -128,10 +143,10 @@ void ShardedDataParallel::fetch(int unit, bool wait) {
   const size_t i = static_cast<size_t>(unit);
   if (unit_params_[i].empty() && gathering_[i] < 0) {
     const Unit& u = units_[i];
-    acquire(unit_params_[i], u.size);
+    acquire(unit_params_[i], u.size, /*zeroed=*/false);  // the allgather writes every element
     std::copy_n(params_.begin() + u.own_offset, u.mine.size(), unit_params_[i].begin() + u.mine.begin);
-    // After a failure no collective starts: the pass runs on this rank's part and zeros, and
-    // the caller discards it (status()).
+    // After a failure no collective starts: the pass runs on this rank's part and whatever the
+    // buffer held, and the caller discards it (status()).
     if (status_.ok()) {
       const std::string what = "allgather weights " + unit_name(unit, model_->num_units());
       gathering_[i] = comm_->start_allgather(unit_params_[i].data(), u.counts, what);
@@ -171,7 +186,7 @@ float* ShardedDataParallel::backward_grads(int unit) {
   // The root's reduction of the previous micro-batch may still read its buffer.
   if (in_flight_ && in_flight_->unit == unit) finish_reduction();
   std::vector<float>& g = unit_grads_[static_cast<size_t>(unit)];
-  acquire(g, units_[static_cast<size_t>(unit)].size);
+  acquire(g, units_[static_cast<size_t>(unit)].size, /*zeroed=*/true);  // backward adds into it
   return g.data();
 }
 
@@ -186,7 +201,10 @@ void ShardedDataParallel::backward_done(int unit) {
   const Unit& u = units_[i];
   in_flight_.emplace();
   in_flight_->unit = unit;
-  acquire(in_flight_->received, u.mine.size());
+  // A part, freed after its reduction rather than kept (the working set counts one).
+  in_flight_->received.assign(static_cast<size_t>(u.mine.size()), 0.0f);
+  tracked_ += capacity_bytes(in_flight_->received);
+  peak_ = std::max(peak_, current());
   const std::string what = "reduce-scatter grads " + unit_name(unit, model_->num_units());
   in_flight_->ticket =
       comm_->start_reduce_scatter_sum(unit_grads_[i].data(), in_flight_->received.data(), u.counts, what);
@@ -206,7 +224,7 @@ void ShardedDataParallel::finish_reduction() {
     float* own = grads_.data() + u.own_offset;
     for (int64_t j = 0; j < u.mine.size(); ++j) own[j] += r.received[static_cast<size_t>(j)];
   }
-  release(r.received);
+  free(r.received);
   release(unit_grads_[static_cast<size_t>(r.unit)]);
 }
 
@@ -287,6 +305,7 @@ ZeroMemory ShardedDataParallel::memory() const {
       m.working_set, root_size, layers_held, layer);
   m.tracked_now = current();
   m.tracked_peak = peak_;
+  m.buffers_allocated = allocated_;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   m.peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;

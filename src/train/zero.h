@@ -21,6 +21,8 @@
 // The result equals single-process training up to the order of the floating-point sums
 // (AdamW is elementwise). Memory: every buffer of weights, gradients and AdamW state this rank
 // holds (parts, gathered units, the model's params() and grads()) is counted, with its peak.
+// A released unit buffer is kept for the next use of its size, so passes after the first
+// allocate nothing.
 // Failures: a failed collective (the watchdog's DeadlineExceeded) is kept, no further
 // collective is started, and the status is returned by status() and every method that
 // returns one; the process must then abort (collectives.h). Not thread-safe; every method
@@ -50,6 +52,7 @@ struct ZeroMemory {
   int64_t tracked_now = 0;   // every tracked buffer now
   int64_t tracked_peak = 0;  // their peak since reset_peak()
   int64_t peak_rss = 0;      // the process's peak resident set (getrusage)
+  int64_t buffers_allocated = 0;  // unit buffers allocated since construction (later passes reuse them)
   std::string arithmetic;    // how own and working_set were computed, in words
 };
 
@@ -116,8 +119,14 @@ class ShardedDataParallel final : public UnitStream {
   void finish_reduction();
   bool failed(Status s);  // keeps the first failure; true when s failed
 
-  void acquire(std::vector<float>& v, int64_t n);
+  // A unit buffer of n floats into v (zeroed: all 0; else its old contents, for a buffer a
+  // collective overwrites whole), taken from the spares when one has that size. release() keeps
+  // the buffer as a spare (still counted), so each pass reuses the buffers of the last one: what
+  // is held is, per size, the most buffers of it the schedule ever used at once, which the
+  // working set counts (memory()). free() returns a buffer to the allocator.
+  void acquire(std::vector<float>& v, int64_t n, bool zeroed);
   void release(std::vector<float>& v);
+  void free(std::vector<float>& v);
   int64_t current() const;
 
   Communicator* comm_;
@@ -134,7 +143,9 @@ class ShardedDataParallel final : public UnitStream {
   std::vector<int64_t> gathering_;       // ticket of the allgather in flight by unit, -1: none
   std::optional<Reduction> in_flight_;
   Status status_;
+  std::vector<std::vector<float>> spares_;  // released unit buffers kept for reuse (counted in tracked_)
   int64_t tracked_ = 0, peak_ = 0;       // bytes of the buffers this object holds, and the peak
+  int64_t allocated_ = 0;                // buffers acquire() allocated (not reused)
 };
 
 }  // namespace koi::train

@@ -159,6 +159,21 @@ TEST(ShardedDataParallel, StageThreeHoldsItsPartsAndOneWorkingSet) {
   }
 }
 
+// The unit buffers of the first step are reused by the later ones (no allocation after it),
+// within the same bound as before.
+TEST(ShardedDataParallel, LaterStepsReuseTheFirstStepsBuffers) {
+  for (int stage : {2, 3}) {
+    for (bool overlap : {true, false}) {
+      std::vector<float> losses;
+      ZeroMemory one, four;
+      zero_run(tiny_config(false), stage, overlap, 1, 2, 1.0f, &losses, &one);
+      zero_run(tiny_config(false), stage, overlap, 4, 2, 1.0f, &losses, &four);
+      EXPECT_EQ(four.buffers_allocated, one.buffers_allocated) << "stage " << stage << " overlap " << overlap;
+      EXPECT_LE(four.tracked_peak, four.own + four.working_set) << four.arithmetic;
+    }
+  }
+}
+
 TEST(Communicator, DefaultNonBlockingFormsRunAtStartAndReportAtWait) {
   LocalCommunicator comm;
   const std::vector<float> in{1, 2, 3};
