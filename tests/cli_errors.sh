@@ -32,6 +32,7 @@ mk hf_mismatch; sed -i 's/"hidden_size": 64/"hidden_size": 128/' hf_mismatch/con
 mk hf_truncst; head -c 20000 tiny/llama_gqa/model.safetensors > hf_truncst/model.safetensors
 mk hf_badtok; echo '{"model": {"type": "WordPiece"}}' > hf_badtok/tokenizer.json
 mk hf_noweights; rm hf_noweights/model.safetensors
+mk hf_nfkc; sed -i 's/"normalizer": null/"normalizer": {"type": "NFKC"}/' hf_nfkc/tokenizer.json
 mk hf_bigdim; sed -i 's/"hidden_size": 64/"hidden_size": 1099511627776/' hf_bigdim/config.json
 mk hf_ropefactor; /usr/bin/python3 - <<'PY'
 import json
@@ -112,6 +113,8 @@ expect "error: hf_ropefactor/config.json: rope_scaling.factor must be a positive
 expect "error: $two_models_url serves 2 models (a, b); pick one with --model" bench serve --url "$two_models_url" --num-prompts 1
 expect "error: data.text: fortunes.txt: cannot open: No such file or directory; a relative path in a recipe is resolved from the current directory ($work)" \
   train --config "$src/recipes/fortunes.yaml"
+# A tokenizer pipeline GGUF cannot hold: refused by the component's name, no file written.
+expect "error: hf_nfkc: the tokenizer's normalizer 'NFKC' (step 1) cannot be written to GGUF" convert hf_nfkc -o x.gguf
 [[ -e x.gguf ]] && { echo "FAIL: a failed convert left x.gguf behind"; failures=$((failures + 1)); }
 # A usage report only reads the ledger: a mistyped --store is an error, not a new empty file.
 expect "error: usage ledger typo.db: no such database file; check the path" gateway usage --store typo.db

@@ -7,3 +7,9 @@ set_tests_properties(pd_disagg pd_disagg_tinyllama PROPERTIES
   ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
   LABELS integration TIMEOUT 180)
 set_tests_properties(pd_disagg_tinyllama PROPERTIES LABELS slow TIMEOUT 900)
+# Sliding-window layers kept apart on both sides (both block tables on the wire), on tiny random
+# Gemma 2- and Mistral-style models made by python3-torch.
+add_test(NAME pd_disagg_window COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/pd_disagg_window.py)
+set_tests_properties(pd_disagg_window PROPERTIES
+  ENVIRONMENT "KOI_BIN=$<TARGET_FILE:koi>;KOI_SHARED_DIR=${KOI_SHARED_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}"
+  LABELS integration TIMEOUT 300)

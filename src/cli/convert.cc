@@ -72,10 +72,7 @@ int run_convert(const ConvertOptions& o) {
     if (!s.ok()) return fail(s.status().message());
     spec = std::move(*s);
   }
-  if (spec.kind == tokenizer::TokenizerKind::kUnigram) {
-    return fail("the tokenizer is a Unigram model, which GGUF files (llama.cpp's 'llama' and 'gpt2' tokenizers) "
-                "cannot hold; run the model from its Hugging Face directory");
-  }
+  if (Status s = tokenizer::check_gguf_tokenizer(spec); !s.ok()) return fail(source + ": " + s.message());
   if (!o.name.empty()) config.name = o.name;
   if (config.name.empty()) {
     std::string base = source.substr(source.find_last_of('/') + 1);

@@ -63,7 +63,6 @@ int run_serve(ServeOptions o) {
   o.engine.publish_kv_events = o.kv_events;
   auto profile = ProfileFile::open(o.profile);
   if (!profile.ok()) return fail(profile.status().message());
-  o.engine.release_window_kv = o.role == "both";  // a KV transfer carries one table of every layer
   auto host = engine::build_engine(o.engine);
   if (!host.ok()) return fail(host.status().message());
   engine::Engine& core = *(*host)->engine;

@@ -119,8 +119,7 @@ Status Engine::add(RequestSpec spec, std::shared_ptr<KvImport> import) {
   std::shared_ptr<KvExport> export_ticket = std::move(spec.kv_export);
   if (export_ticket && !can_transfer_kv()) {
     return Status::failed_precondition(
-        "this engine cannot export its KV: its runner does not share it, or keeps sliding-window layers apart "
-        "(EngineOptions::release_window_kv)");
+        "this engine cannot export its KV: its runner does not share its KV memory");
   }
   KOI_ASSIGN_OR_RETURN(std::unique_ptr<Request> request, make_request(spec));
   KOI_RETURN_IF_ERROR(scheduler_.check_new(*request));

@@ -150,7 +150,7 @@ class Engine {
   KvLayout kv_layout() const;
   // Whether this engine's runner exposes its KV memory in one table (required for a transfer:
   // a cache that keeps sliding-window layers apart cannot be moved yet).
-  bool can_transfer_kv() const { return runner_.kv_memory() != nullptr && kv_.groups().window == 0; }
+  bool can_transfer_kv() const { return runner_.kv_memory() != nullptr; }
   EngineStats stats() const;
   // The prefix-cache changes since the last call, in order (config.publish_kv_events).
   std::vector<KvEvent> take_kv_events() { return std::exchange(kv_events_, {}); }

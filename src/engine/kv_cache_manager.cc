@@ -118,10 +118,7 @@ bool KvCacheManager::allocate_slots(const Request& request, int num_new_tokens, 
     stats_.hit_tokens += computed.num_tokens;
   }
   Tables& tables = requests_[request.id];
-  pool_.release(leaving);
-  for (int32_t& id : tables.window.ids) {
-    if (std::find(leaving.begin(), leaving.end(), id) != leaving.end()) id = kReleased;
-  }
+  release_window(tables.window, leaving);
   pool_.touch(held(computed.block_ids));
   pool_.touch(held(computed.window_block_ids));
   const auto extend = [&](Blocks& blocks, const std::vector<int32_t>& hits, int n) {
@@ -134,6 +131,19 @@ bool KvCacheManager::allocate_slots(const Request& request, int num_new_tokens, 
   extend(tables.full, computed.block_ids, num_new_full);
   extend(tables.window, computed.window_block_ids, num_new_window);
   return true;
+}
+
+void KvCacheManager::release_window(Blocks& window, const std::vector<int32_t>& leaving) {
+  pool_.release(leaving);
+  for (int32_t& id : window.ids) {
+    if (std::find(leaving.begin(), leaving.end(), id) != leaving.end()) id = kReleased;
+  }
+}
+
+void KvCacheManager::release_out_of_window(const Request& request, int position) {
+  auto it = requests_.find(request.id);
+  if (groups_.window == 0 || it == requests_.end()) return;
+  release_window(it->second.window, out_of_window(it->second.window, position));
 }
 
 void KvCacheManager::cache(const Request& request, Group group, Blocks& blocks) {

@@ -77,6 +77,10 @@ class KvCacheManager {
   // `computed`, the hits from get_computed_blocks, for a request being admitted). Returns
   // false, changing nothing, if the pool is short.
   bool allocate_slots(const Request& request, int num_new_tokens, const ComputedBlocks& computed = {});
+  // Releases the window-table blocks a token at `position` no longer reads (what the next
+  // allocate_slots would release); a request whose KV was imported calls it before its blocks
+  // are cached, so that window blocks the peer never sent are not entered.
+  void release_out_of_window(const Request& request, int position);
   // Enters the request's full, computed blocks into the prefix cache.
   void cache_full_blocks(const Request& request);
   // Releases every block of the request.
@@ -109,6 +113,8 @@ class KvCacheManager {
   // Held window-table blocks before first_window_block(position) (kReleased entries skipped).
   std::vector<int32_t> out_of_window(const Blocks& window, int position) const;
   void cache(const Request& request, Group group, Blocks& blocks);
+  // Releases `leaving` (held window-table blocks) and marks their entries kReleased.
+  void release_window(Blocks& window, const std::vector<int32_t>& leaving);
 
   int block_size_;
   bool enable_prefix_caching_;

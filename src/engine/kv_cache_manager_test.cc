@@ -228,6 +228,25 @@ TEST(KvCacheManagerTest, WindowTableReleasesBlocksThatLeftTheWindow) {
   EXPECT_EQ(kv.pool().num_free_blocks(), 11);
 }
 
+TEST(KvCacheManagerTest, ImportedPromptReleasesUnreadWindowBlocksBeforeCaching) {
+  // A decode worker reserves both tables for an 80-token prompt at once (KV import); the
+  // window blocks its token at position 80 does not read (0-2) go before the prompt is cached,
+  // so a block the peer never sent is never entered into the prefix cache.
+  KvCacheManager kv(16, kBlockSize, true, kWindow32);
+  Request a = make_request("a", iota_tokens(80, 0));
+  ASSERT_TRUE(kv.allocate_slots(a, 80));
+  EXPECT_EQ(kv.window_block_table(a), (Ids{5, 6, 7, 8, 9}));
+  a.num_computed_tokens = 80;
+  kv.release_out_of_window(a, 80);
+  EXPECT_EQ(kv.window_block_table(a), (Ids{kReleased, kReleased, kReleased, 8, 9}));
+  EXPECT_EQ(kv.num_blocks_held(a), 5 + 2);
+  kv.cache_full_blocks(a);
+  for (int32_t id : {5, 6, 7}) EXPECT_FALSE(kv.pool().hash(id).has_value()) << id;
+  for (int32_t id : {8, 9, 0, 4}) EXPECT_TRUE(kv.pool().hash(id).has_value()) << id;
+  kv.release_out_of_window(a, 80);  // nothing more leaves
+  EXPECT_EQ(kv.num_blocks_held(a), 7);
+}
+
 TEST(KvCacheManagerTest, WindowPrefixHitNeedsOnlyTheBlocksItsNextTokenReads) {
   KvCacheManager kv(16, kBlockSize, true, kWindow32);
   const Ids prompt = iota_tokens(80, 0);  // 5 full blocks

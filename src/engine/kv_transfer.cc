@@ -21,6 +21,8 @@ KvLayout kv_layout(const model::KvCacheShape& shape, std::string model_fingerpri
   l.n_kv_heads = shape.n_kv_heads;
   l.head_dim = shape.head_dim;
   l.dtype = std::string(dtype_name(shape.dtype));
+  for (bool w : shape.windowed) l.windowed.push_back(w ? '1' : '0');
+  l.window = shape.split() ? shape.window : 0;
   return l;
 }
 
@@ -56,6 +58,14 @@ Status check_compatible(const KvLayout& self, const KvLayout& peer) {  // self: 
   if (self.n_layers != peer.n_layers) return differs("the layer count", self.n_layers, peer.n_layers, layout_hint);
   if (self.n_kv_heads != peer.n_kv_heads) return differs("n_kv_heads", self.n_kv_heads, peer.n_kv_heads, layout_hint);
   if (self.head_dim != peer.head_dim) return differs("head_dim", self.head_dim, peer.head_dim, layout_hint);
+  if (self.windowed != peer.windowed || self.window != peer.window) {
+    auto describe = [](const KvLayout& l) {
+      return l.windowed.empty() ? std::string("one table for every layer")
+                                : fmt::format("window {} on layers {}", l.window, l.windowed);
+    };
+    return differs("the sliding-window split", describe(self), describe(peer),
+                   "serve the same model with the same koi release on both");
+  }
   return ok_status();
 }
 
@@ -90,13 +100,17 @@ Result<std::string> model_fingerprint(const std::string& path) {
 
 // ---- KvImport ----
 
-void KvImport::reserve(std::vector<int32_t> block_ids, int num_cached_tokens, model::KvCache* memory) {
+void KvImport::reserve(std::vector<int32_t> block_ids, std::vector<int32_t> window_block_ids, int num_cached_tokens,
+                       model::KvCache* memory) {
   {
     std::lock_guard lock(mu_);
     if (state_ != State::kWaiting) return;
-    layers_done_.assign(block_ids.size(), 0);
-    layer_written_.assign(block_ids.size() * static_cast<size_t>(memory->shape().n_layers), false);
+    // A split cache with only windowed layers has no full table.
+    const size_t num_blocks = std::max(block_ids.size(), window_block_ids.size());
+    layers_done_.assign(num_blocks, 0);
+    layer_written_.assign(num_blocks * static_cast<size_t>(memory->shape().n_layers), false);
     block_ids_ = std::move(block_ids);
+    window_block_ids_ = std::move(window_block_ids);
     num_cached_tokens_ = num_cached_tokens;
     memory_ = memory;
     n_layers_ = memory->shape().n_layers;
@@ -112,16 +126,18 @@ std::optional<KvImport::Reservation> KvImport::wait_reserved() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return state_ != State::kWaiting; });
   if (state_ != State::kReserved) return std::nullopt;
-  return Reservation{static_cast<int>(block_ids_.size()), num_cached_tokens_};
+  return Reservation{static_cast<int>(layers_done_.size()), num_cached_tokens_};
 }
 
 bool KvImport::write_block(int block_idx, int layer, std::span<const std::byte> k, std::span<const std::byte> v) {
   std::lock_guard lock(mu_);
-  if (state_ != State::kReserved || block_idx < 0 || block_idx >= static_cast<int>(block_ids_.size())) return false;
+  if (state_ != State::kReserved || block_idx < 0) return false;
   const model::KvCacheShape& shape = memory_->shape();
   const size_t bytes = static_cast<size_t>(shape.block_size * shape.slot_bytes());
   if (layer < 0 || layer >= shape.n_layers || k.size() != bytes || v.size() != bytes) return false;
-  const int64_t slot = int64_t{block_ids_[block_idx]} * shape.block_size;
+  const std::vector<int32_t>& table = shape.split() && shape.windowed[layer] ? window_block_ids_ : block_ids_;
+  if (block_idx >= static_cast<int>(table.size()) || table[block_idx] < 0) return false;  // < 0: released
+  const int64_t slot = int64_t{table[block_idx]} * shape.block_size;
   std::memcpy(memory_->k(layer, slot), k.data(), bytes);
   std::memcpy(memory_->v(layer, slot), v.data(), bytes);
   const size_t written = static_cast<size_t>(block_idx) * static_cast<size_t>(n_layers_) + static_cast<size_t>(layer);

@@ -23,6 +23,13 @@
 // decoder went away) is only skipped; the transfer thread aborts the request, which frees its
 // blocks.
 //
+// A split cache (sliding-window layers apart, model::KvCacheShape::windowed) moves both of a
+// request's tables: a windowed layer's block i lives in the window table's entry i on both
+// sides. The prefill side skips window entries it released (its own prefix-cache hits before
+// the window); the decode side releases the window blocks its first token does not read on
+// commit, before the prompt's blocks enter its prefix cache, so none that did not arrive is
+// ever cached.
+//
 // Thread-safety: every method of KvImport and KvExport is thread-safe; the engine thread and
 // one transfer thread share each object through shared_ptr.
 #pragma once
@@ -52,6 +59,10 @@ struct KvLayout {
   int n_layers = 0;
   int n_kv_heads = 0;
   int head_dim = 0;               // a slot is n_kv_heads * head_dim values, K and V apart
+  // A split cache (model::KvCacheShape::windowed): one '1' per sliding-window layer, whose K/V
+  // live in the window table, '0' per other layer; empty when every layer is in one table.
+  std::string windowed;
+  int window = 0;                 // the sliding window in positions (split caches)
 
   // Bytes of one block's K (or V) in one layer, stored as dtype (which must name a KV type).
   int64_t block_bytes() const;
@@ -81,19 +92,22 @@ class KvImport {
   explicit KvImport(int64_t deadline_ns) : deadline_ns_(deadline_ns) {}
   int64_t deadline_ns() const { return deadline_ns_; }  // the lease: Clock::now_ns() time
 
-  // Engine thread: the request's blocks in order and how many leading tokens are already
+  // Engine thread: the request's blocks in order (its full table and, for a split cache, its
+  // window table, where windowed layers' K/V go) and how many leading tokens are already
   // cached here. Wakes wait_reserved().
-  void reserve(std::vector<int32_t> block_ids, int num_cached_tokens, model::KvCache* memory);
+  void reserve(std::vector<int32_t> block_ids, std::vector<int32_t> window_block_ids, int num_cached_tokens,
+               model::KvCache* memory);
   // Transfer thread: waits until reserve() or a cancel; nullopt when cancelled.
   struct Reservation {
     int num_blocks = 0;
     int num_cached_tokens = 0;
   };
   std::optional<Reservation> wait_reserved();
-  // Transfer thread: writes one layer of block `block_idx` (in the request's block table), in
-  // any order; writing a layer twice overwrites it (a prefill step that is retried resends it).
-  // Returns false, writing nothing, once the import is cancelled, failed or complete, or for
-  // an index or size outside the reservation.
+  // Transfer thread: writes one layer of block `block_idx` (in the request's full table, or its
+  // window table for a sliding-window layer of a split cache), in any order; writing a layer
+  // twice overwrites it (a prefill step that is retried resends it). Returns false, writing
+  // nothing, once the import is cancelled, failed or complete, or for an index or size outside
+  // the reservation (a window-table entry that is released included).
   // k and v are the stored bytes (KvLayout::block_bytes() each).
   bool write_block(int block_idx, int layer, std::span<const std::byte> k, std::span<const std::byte> v);
   void complete(PrefillResult result);
@@ -115,6 +129,7 @@ class KvImport {
   std::condition_variable cv_;
   State state_ = State::kWaiting;     // guarded by mu_
   std::vector<int32_t> block_ids_;    // guarded by mu_
+  std::vector<int32_t> window_block_ids_;  // guarded by mu_
   std::vector<int> layers_done_;      // guarded by mu_: per block, distinct layers written
   std::vector<bool> layer_written_;   // guarded by mu_: [block * n_layers_ + layer]
   int num_cached_tokens_ = 0;         // guarded by mu_

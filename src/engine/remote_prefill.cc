@@ -30,7 +30,7 @@ void Engine::add_import(std::unique_ptr<Request> request, std::shared_ptr<KvImpo
     KOI_CHECK(scheduler_.add(std::move(request)).ok());
     return;
   }
-  ticket->reserve(kv_.block_table(r), computed.num_tokens, memory);
+  ticket->reserve(kv_.block_table(r), kv_.window_block_table(r), computed.num_tokens, memory);
   const std::string id = r.id;
   imports_.emplace(id, Import{std::move(request), std::move(ticket)});
 }
@@ -62,6 +62,9 @@ void Engine::commit_import(Import& import) {
   }
   Request& r = *import.request;
   r.num_computed_tokens = r.num_prompt_tokens;
+  // Window blocks the next token does not read go now, before the prompt's blocks are cached:
+  // the peer sends none it had released itself.
+  kv_.release_out_of_window(r, r.num_prompt_tokens);
   r.rng.set_state(result.rng);
   pending_.push_back(scheduler_.add_prefilled(std::move(import.request), result.first));
   ++counters_.num_generated_tokens;
@@ -145,7 +148,12 @@ void Engine::copy_layer(const Request& r, int block_idx, int layer, KvExport& ti
   model::KvCache& memory = *runner_.kv_memory();
   const model::KvCacheShape& shape = memory.shape();
   const size_t bytes = static_cast<size_t>(shape.block_size * shape.slot_bytes());
-  const int64_t slot = int64_t{kv_.block_table(r)[block_idx]} * shape.block_size;
+  // A split cache keeps sliding-window layers in the window table, whose blocks before the
+  // window are released (this engine's prefix-cache hits): the decoder never reads those.
+  const std::vector<int32_t>& table = shape.split() && shape.windowed[layer] ? kv_.window_block_table(r)
+                                                                              : kv_.block_table(r);
+  if (table[block_idx] == KvCacheManager::kReleased) return;
+  const int64_t slot = int64_t{table[block_idx]} * shape.block_size;
   KvExport::Block block;
   block.block_idx = block_idx;
   block.layer = layer;

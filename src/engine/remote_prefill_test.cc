@@ -97,8 +97,8 @@ EngineConfig node_config(int budget) {
 // `watch`, the engine runs the model through a LayerWatchRunner.
 struct Node {
   Node(model::LlamaModel& model, int budget, DType kv_dtype = DType::kF32, bool watch_layers = false,
-       bool call_hook = true)
-      : runner(model, kBlocks, kBlockSize, 1, kv_dtype), watch(runner, call_hook) {
+       bool call_hook = true, bool split_windows = false)
+      : runner(model, kBlocks, kBlockSize, 1, kv_dtype, split_windows), watch(runner, call_hook) {
     engine = std::make_unique<Engine>(node_config(budget), watch_layers ? static_cast<ModelRunner&>(watch) : runner,
                                       clock);
   }
@@ -190,15 +190,16 @@ std::vector<RequestSpec> crowd() {
   return specs;
 }
 
-void expect_disaggregated_matches_one_engine(model::LlamaModel& model, DType kv_dtype = DType::kF32) {
-  Node single(model, 2048, kv_dtype);
+void expect_disaggregated_matches_one_engine(model::LlamaModel& model, DType kv_dtype = DType::kF32,
+                                             bool split_windows = false) {
+  Node single(model, 2048, kv_dtype, false, true, split_windows);
   const std::map<std::string, Ids> expected = drain(*single.engine, [&] {
     for (const RequestSpec& s : crowd()) EXPECT_TRUE(single.engine->add_request(s).ok());
     return std::map<std::string, Ids>{};
   }());
 
-  Node prefill(model, 64, kv_dtype);  // chunked prefill: blocks leave as chunks finish
-  Node decode(model, 2048, kv_dtype);
+  Node prefill(model, 64, kv_dtype, false, true, split_windows);  // chunked prefill: blocks leave as chunks finish
+  Node decode(model, 2048, kv_dtype, false, true, split_windows);
   const std::map<std::string, Ids> got = disaggregated(prefill, decode, crowd());
   for (const RequestSpec& s : crowd()) {
     ASSERT_EQ(got.at(s.id).size(), 24u) << s.id;
@@ -230,6 +231,21 @@ TEST(RemotePrefillTest, QuantizedKvCrossesAsStoredBytes) {
   config.n_heads = 2, config.n_kv_heads = 1, config.head_dim = config.dim / config.n_heads;
   model::LlamaModel heads32(config, model::random_weights(config, 9));
   expect_disaggregated_matches_one_engine(heads32, DType::kQ8_0);
+}
+
+// Sliding-window layers kept apart (a split cache) on both engines: windowed layers' blocks
+// cross into the window table, the prefill engine releases blocks that left the window between
+// its 64-token chunks, and the decode engine continues exactly as one engine (prompts up to 200
+// tokens, windows of 24). Gemma 2-style (layers 0 and 2 windowed, both tables) and Mistral-style
+// (every layer windowed: no full table).
+TEST(RemotePrefillTest, SplitWindowCachesCrossBothTables) {
+  for (int pattern : {2, 0}) {
+    SCOPED_TRACE(pattern);
+    model::ModelConfig config = *model::named_shape("tiny");
+    config.n_layers = 4, config.sliding_window = 24, config.sliding_pattern = pattern;
+    model::LlamaModel model(config, model::random_weights(config, 13));
+    expect_disaggregated_matches_one_engine(model, DType::kF32, /*split_windows=*/true);
+  }
 }
 
 TEST(RemotePrefillTest, PrefixCacheHitsOnEitherSideKeepTheOutputAndSkipCachedBlocks) {

@@ -119,12 +119,21 @@ std::string encode_hello(const engine::KvLayout& l) {
       .put<int32_t>(l.n_layers)
       .put<int32_t>(l.n_kv_heads)
       .put<int32_t>(l.head_dim)
+      .put_string(l.windowed)
+      .put<int32_t>(l.window)
       .take();
 }
 
 Result<engine::KvLayout> decode_hello(std::string_view payload) {
   Reader r(payload, "HELLO");
+  // The version first: an older peer's HELLO has other fields after it.
   const uint32_t version = r.get<uint32_t>();
+  if (payload.size() >= sizeof(uint32_t) && version != kVersion) {
+    return Status::failed_precondition(fmt::format(
+        "incompatible KV transfer peer: protocol version {} on the prefill worker but {} on the decode worker; run "
+        "the same koi release on both",
+        kVersion, version));
+  }
   engine::KvLayout l;
   l.model_fingerprint = r.get_string();
   l.dtype = r.get_string();
@@ -132,13 +141,9 @@ Result<engine::KvLayout> decode_hello(std::string_view payload) {
   l.n_layers = r.get<int32_t>();
   l.n_kv_heads = r.get<int32_t>();
   l.head_dim = r.get<int32_t>();
+  l.windowed = r.get_string();
+  l.window = r.get<int32_t>();
   KOI_RETURN_IF_ERROR(r.finish());
-  if (version != kVersion) {
-    return Status::failed_precondition(fmt::format(
-        "incompatible KV transfer peer: protocol version {} on the prefill worker but {} on the decode worker; run "
-        "the same koi release on both",
-        kVersion, version));
-  }
   return l;
 }
 

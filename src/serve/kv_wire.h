@@ -28,7 +28,9 @@ namespace koi::serve::kv_wire {
 
 using Socket = boost::asio::ip::tcp::socket;
 
-inline constexpr uint32_t kVersion = 1;
+// 2: HELLO carries the sliding-window split (KvLayout::windowed, window), and BLOCK frames of
+// windowed layers address the window table. A version 1 peer is refused by its version.
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kMaxFrameBytes = size_t{1} << 30;
 
 enum class FrameType : uint8_t { kHello = 1, kAccept = 2, kRequest = 3, kBlock = 4, kDone = 5, kError = 6 };

@@ -22,9 +22,21 @@ TEST(KvWire, HelloRequestAndDoneRoundTrip) {
   l.n_layers = 22;
   l.n_kv_heads = 4;
   l.head_dim = 64;
+  l.windowed = "1010";
+  l.window = 4096;
   auto hello = decode_hello(encode_hello(l));
   ASSERT_TRUE(hello.ok()) << hello.status().message();
   EXPECT_TRUE(engine::check_compatible(l, *hello).ok());
+  EXPECT_EQ(hello->windowed, "1010");
+  EXPECT_EQ(hello->window, 4096);
+  // A peer that keeps every layer in one table is refused by name.
+  engine::KvLayout one_table = l;
+  one_table.windowed.clear();
+  one_table.window = 0;
+  EXPECT_EQ(engine::check_compatible(l, one_table).message(),
+            "incompatible KV transfer peer: the sliding-window split is window 4096 on layers 1010 on the prefill "
+            "worker but one table for every layer on the decode worker; serve the same model with the same koi "
+            "release on both");
 
   PrefillRequest q;
   q.id = "cmpl-1-0";
@@ -73,6 +85,12 @@ TEST(KvWire, MalformedPayloadsAreErrorsThatSayWhat) {
   std::string other_version = hello;
   other_version[0] = 9;
   EXPECT_EQ(decode_hello(other_version).status().code(), StatusCode::kFailedPrecondition);
+  // A version 1 HELLO (no sliding-window fields) is refused by its version, not as malformed.
+  std::string v1 = hello.substr(0, hello.size() - 8);
+  v1[0] = 1;
+  EXPECT_EQ(decode_hello(v1).status().message(),
+            "incompatible KV transfer peer: protocol version 2 on the prefill worker but 1 on the decode worker; run "
+            "the same koi release on both");
   PrefillRequest q;
   q.prompt = {1, 2};
   std::string request = encode_request(q);

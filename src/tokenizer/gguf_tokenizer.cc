@@ -27,6 +27,8 @@ constexpr std::string_view kAddBos = "tokenizer.ggml.add_bos_token";
 constexpr std::string_view kAddEos = "tokenizer.ggml.add_eos_token";
 constexpr std::string_view kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
+// Koi's own key (llama.cpp ignores it and applies ignore_merges to "llama-bpe" by itself).
+constexpr std::string_view kIgnoreMerges = "koi.tokenizer.ignore_merges";
 
 Result<std::optional<int32_t>> optional_id(const model::GgufFile& file, std::string_view key) {
   if (!file.has(key)) return std::optional<int32_t>();
@@ -90,11 +92,102 @@ Result<TokenizerSpec> spec_from_gguf(const model::GgufFile& file) {
   KOI_ASSIGN_OR_RETURN(spec.add_bos, optional_bool(file, kAddBos, spm));
   KOI_ASSIGN_OR_RETURN(spec.add_eos, optional_bool(file, kAddEos, false));
   KOI_ASSIGN_OR_RETURN(spec.add_space_prefix, optional_bool(file, kAddSpacePrefix, spm));
+  KOI_ASSIGN_OR_RETURN(spec.ignore_merges, optional_bool(file, kIgnoreMerges, false));
   if (file.has(kChatTemplate)) {
     KOI_ASSIGN_OR_RETURN(std::string chat_template, file.get_string(kChatTemplate));
     spec.chat_template = std::move(chat_template);
   }
   return spec;
+}
+
+namespace {
+
+std::string_view step_name(const NormalizerStep& step) {
+  using K = NormalizerStep::Kind;
+  constexpr std::string_view kNames[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend"};
+  static_assert(std::size(kNames) == size_t(K::kPrepend) + 1);
+  return kNames[size_t(step.kind)];
+}
+std::string_view step_name(const PreTokenizerStep& step) {
+  using K = PreTokenizerStep::Kind;
+  constexpr std::string_view kNames[] = {"Split",      "ByteLevel",       "Digits",   "Punctuation",
+                                         "Whitespace", "WhitespaceSplit", "Metaspace"};
+  static_assert(std::size(kNames) == size_t(K::kMetaspace) + 1);
+  return kNames[size_t(step.kind)];
+}
+std::string_view step_name(const DecoderStep& step) {
+  using K = DecoderStep::Kind;
+  constexpr std::string_view kNames[] = {"ByteLevel", "Metaspace", "Replace", "Strip", "Fuse", "ByteFallback"};
+  static_assert(std::size(kNames) == size_t(K::kByteFallback) + 1);
+  return kNames[size_t(step.kind)];
+}
+
+// A ByteLevel pre-tokenizer with use_regex is a Split by the GPT-2 regex before it.
+std::vector<PreTokenizerStep> expand_byte_level(const std::vector<PreTokenizerStep>& steps) {
+  std::vector<PreTokenizerStep> out;
+  for (PreTokenizerStep step : steps) {
+    if (step.kind == PreTokenizerStep::Kind::kByteLevel && step.use_regex) {
+      PreTokenizerStep split;
+      split.pattern = pre_tokenizer_regexes("gpt2")->front();
+      split.regex = true;
+      out.push_back(split);
+      step.use_regex = false;
+    }
+    out.push_back(step);
+  }
+  return out;
+}
+
+// Ok when `have` (the tokenizer's steps) equals `gguf` (what the GGUF file implies);
+// otherwise an error naming the first step of `have` that differs.
+template <typename Step>
+Status same_steps(std::string_view stage, const std::vector<Step>& have, const std::vector<Step>& gguf,
+                  std::string_view (*name)(const Step&)) {
+  const size_t n = std::min(have.size(), gguf.size());
+  size_t i = 0;
+  while (i < n && have[i] == gguf[i]) ++i;
+  if (i == have.size() && i == gguf.size()) return ok_status();
+  const std::string step = " (step " + std::to_string(i + 1) + ")";
+  const std::string what = i < have.size() ? "'" + std::string(name(have[i])) + "'" + step
+                                           : "without '" + std::string(name(gguf[i])) + "'" + step;
+  return Status::unsupported(
+      "the tokenizer's " + std::string(stage) + " " + what + " cannot be written to GGUF, whose " +
+      "tokenizer (llama.cpp's 'llama' or 'gpt2' with a known pre-tokenizer) would then encode differently; run "
+      "the model from its Hugging Face directory");
+}
+
+}  // namespace
+
+Status check_gguf_tokenizer(const TokenizerSpec& spec) {
+  auto refuse = [](const std::string& what) {
+    return Status::unsupported(what + ", which a GGUF file cannot hold (it would encode differently); run the "
+                               "model from its Hugging Face directory");
+  };
+  if (spec.kind == TokenizerKind::kUnigram) return refuse("the tokenizer's model is 'Unigram'");
+  if (!spec.special_prefix.empty() || !spec.special_suffix.empty()) {
+    return refuse("the post_processor 'TemplateProcessing' adds more around the text than one BOS and one EOS");
+  }
+  if (!spec.lstrip_ids.empty() || !spec.rstrip_ids.empty()) {
+    const int32_t id = spec.lstrip_ids.empty() ? *spec.rstrip_ids.begin() : *spec.lstrip_ids.begin();
+    return refuse("added token '" + spec.tokens[size_t(id)] + "' strips the spaces beside it (lstrip/rstrip)");
+  }
+  if (!spec.pipeline) return ok_status();  // its fields are the GGUF keys
+  // What a reader of the file gets back: the pipeline the GGUF fields imply.
+  TokenizerSpec back;
+  back.kind = spec.kind == TokenizerKind::kBpeMerges && spec.byte_level ? TokenizerKind::kBpeMerges
+                                                                         : TokenizerKind::kSentencePiece;
+  back.byte_level = spec.byte_level;
+  back.pre = spec.pre.empty() ? "default" : spec.pre;
+  if (spec.byte_level && spec.pre.empty()) {
+    return refuse("the tokenizer's pre_tokenizer regexes are not one of llama.cpp's pre-tokenizers (llama-bpe, qwen2, "
+                  "gpt2)");
+  }
+  Pipeline gguf;
+  KOI_RETURN_IF_ERROR(derive_pipeline(back, spec.add_space_prefix && !spec.byte_level, &gguf));
+  KOI_RETURN_IF_ERROR(same_steps("normalizer", spec.normalizers, gguf.normalizers, step_name));
+  KOI_RETURN_IF_ERROR(same_steps("pre_tokenizer", expand_byte_level(spec.pre_tokenizers),
+                                 expand_byte_level(gguf.pre_tokenizers), step_name));
+  return same_steps("decoder", spec.decoders, gguf.decoders, step_name);
 }
 
 void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
@@ -134,6 +227,7 @@ void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
   writer.set_bool(std::string(kAddBos), spec.add_bos);
   writer.set_bool(std::string(kAddEos), spec.add_eos);
   if (!byte_level_bpe) writer.set_bool(std::string(kAddSpacePrefix), spec.add_space_prefix);
+  if (spec.ignore_merges) writer.set_bool(std::string(kIgnoreMerges), true);
   if (spec.chat_template) writer.set_string(std::string(kChatTemplate), *spec.chat_template);
 }
 

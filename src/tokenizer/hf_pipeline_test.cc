@@ -89,6 +89,41 @@ TEST(HfPipelineTest, TemplateProcessingAddsItsTokens) {
   EXPECT_EQ(Tokenizer::create(*spec).value().encode("ab", true, true), (std::vector<int32_t>{6, 3}));
 }
 
+TEST(HfPipelineTest, PairTemplatePlacesBothSequences) {
+  // BERT-style: [CLS] A [SEP] B [SEP], B and its [SEP] of type 1; "<eot>" stands for two ids.
+  const std::string pipeline = R"(, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+      "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+               {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+               {"SpecialToken": {"id": "<eot>", "type_id": 1}}],
+      "special_tokens": {"<eot>": {"id": "<eot>", "ids": [8, 7], "tokens": ["<eot>", "</s>"]}}}, "decoder": null)";
+  Result<TokenizerSpec> spec = load_json(byte_level_json(pipeline), R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  Tokenizer tok = Tokenizer::create(*spec).value();
+  PairEncoding pair = tok.encode_pair("ab", "b 1", true, true);
+  EXPECT_EQ(pair.ids, (std::vector<int32_t>{6, 3, 7, 1, 2, 4, 8, 7}));
+  EXPECT_EQ(pair.type_ids, (std::vector<uint32_t>{0, 0, 0, 1, 1, 1, 1, 1}));
+  // Without special tokens: A then B, types 0 and 1.
+  pair = tok.encode_pair("ab", "b", false, true);
+  EXPECT_EQ(pair.ids, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(pair.type_ids, (std::vector<uint32_t>{0, 1}));
+  // Each sequence is encoded on its own: B is not merged with the end of A.
+  EXPECT_EQ(tok.encode_pair("a", "b", false, true).ids, (std::vector<int32_t>{0, 1}));
+  // No pair template: the single template around each sequence, B's of type 1.
+  spec = load_json(byte_level_json(R"(, "pre_tokenizer": {"type": "ByteLevel"})"),
+                   R"({"bos_token": "<s>", "add_bos_token": true})");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  pair = Tokenizer::create(*spec).value().encode_pair("ab", "a", true, true);
+  EXPECT_EQ(pair.ids, (std::vector<int32_t>{6, 3, 6, 0}));
+  EXPECT_EQ(pair.type_ids, (std::vector<uint32_t>{0, 0, 1, 1}));
+  // A template naming a third sequence is refused.
+  EXPECT_EQ(error_of(R"(, "post_processor": {"type": "TemplateProcessing",
+      "single": [{"Sequence": {"id": "A"}}], "pair": [{"Sequence": {"id": "C"}}]})"),
+            "post_processor TemplateProcessing \"pair\" holds sequence 'C'; a template names sequences A and B");
+}
+
 TEST(HfPipelineTest, DigitsThenByteLevel) {
   const std::string pipeline = R"(, "normalizer": {"type": "NFC"},
     "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true},

@@ -3,7 +3,7 @@
 // Supported: model types "BPE" and "Unigram"; the normalizers, pre-tokenizers and decoders
 // of spec.h (NormalizerStep, PreTokenizerStep, DecoderStep) and Sequences of them; the
 // post-processors TemplateProcessing (its "single" template: the special tokens around the
-// text; "pair" is not used, Koi encodes one text), ByteLevel (it changes offsets only) and
+// text; its "pair" template for Tokenizer::encode_pair), ByteLevel (it changes offsets only) and
 // a Sequence of those. Anything else is refused with the component's name. Besides the
 // pipeline the loader fills the byte_level / add_space_prefix / pre fields the GGUF and
 // tokenizer.json writers use, as far as they describe it.
@@ -362,6 +362,47 @@ Status read_unigram(const json::value& model, std::map<int64_t, std::string>* vo
   return ok_status();
 }
 
+// The "pair" template: special tokens (by the ids special_tokens gives them, else by their
+// text) and the sequences A and B, each with its type id.
+Status read_pair_template(const json::value& tp, const std::function<std::optional<int32_t>(const std::string&)>& id_of,
+                          std::vector<TemplateItem>* out) {
+  const json::value* pair = member(tp, "pair");
+  // None, or the empty list (which Hugging Face's template builder refuses): pair_template()
+  // derives one from the single template.
+  if (pair == nullptr || !pair->is_array()) return ok_status();
+  const json::value* specials = member(tp, "special_tokens");
+  for (const json::value& item : pair->as_array()) {
+    TemplateItem piece;
+    if (const json::value* special = member(item, "SpecialToken")) {
+      const std::string name = string_or(member(*special, "id"), "");
+      const json::value* entry = specials != nullptr ? member(*specials, name) : nullptr;
+      const json::value* ids = entry != nullptr ? member(*entry, "ids") : nullptr;
+      if (ids != nullptr && ids->is_array() && !ids->as_array().empty()) {
+        for (const json::value& id : ids->as_array()) piece.tokens.push_back(int32_t(id.to_number<int64_t>()));
+      } else if (std::optional<int32_t> id = id_of(name)) {
+        piece.tokens.push_back(*id);
+      } else {
+        return Status::invalid_argument("post_processor TemplateProcessing \"pair\" names '" + name +
+                                        "', which is not a token");
+      }
+      piece.type_id = uint32_t(member(*special, "type_id") ? member(*special, "type_id")->to_number<int64_t>() : 0);
+    } else if (const json::value* seq = member(item, "Sequence")) {
+      const std::string id = string_or(member(*seq, "id"), "");
+      if (id != "A" && id != "B") {
+        return Status::invalid_argument("post_processor TemplateProcessing \"pair\" holds sequence '" + id +
+                                        "'; a template names sequences A and B");
+      }
+      piece.sequence = id[0];
+      piece.type_id = uint32_t(member(*seq, "type_id") ? member(*seq, "type_id")->to_number<int64_t>() : 0);
+    } else {
+      return Status::invalid_argument("post_processor TemplateProcessing \"pair\" holds an item that is neither "
+                                      "SpecialToken nor Sequence");
+    }
+    out->push_back(std::move(piece));
+  }
+  return ok_status();
+}
+
 // The tokens add_special puts around the text: the TemplateProcessing when the file has a
 // post-processor (none when it has no template), else add_bos_token / add_eos_token.
 Status read_special_tokens(const json::value& root, const json::value& config,
@@ -386,6 +427,7 @@ Status read_special_tokens(const json::value& root, const json::value& config,
     }
     return ok_status();
   };
+  if (tp != nullptr) KOI_RETURN_IF_ERROR(read_pair_template(*tp, id_of, &spec->pair_template));
   KOI_RETURN_IF_ERROR(ids(prefix, &spec->special_prefix));
   KOI_RETURN_IF_ERROR(ids(suffix, &spec->special_suffix));
   // As add_bos / add_eos where they say the same (what GGUF can hold).

@@ -67,25 +67,122 @@ json::value replace(std::string_view pattern, std::string_view content) {
 }
 
 json::value template_processing(const TokenizerSpec& spec) {
-  const bool bos = spec.add_bos && spec.bos_id;
-  const bool eos = spec.add_eos && spec.eos_id;
-  if (!bos && !eos) return nullptr;
-  json::array single, pair;
+  const std::vector<TemplateItem> single = single_template(spec, 'A', 0);
+  if (single.size() == 1 && spec.pair_template.empty()) return nullptr;  // the text alone
   json::object specials;
-  auto special = [&](int32_t id) {
-    const std::string& text = spec.tokens[size_t(id)];
-    specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
-    return json::object{{"SpecialToken", {{"id", text}, {"type_id", 0}}}};
+  auto special = [&](const std::vector<int32_t>& ids, uint32_t type_id) {
+    // A special token is named by its first token's text and maps to all its ids.
+    const std::string& name = spec.tokens[size_t(ids.front())];
+    json::array texts;
+    for (int32_t id : ids) texts.push_back(json::string(spec.tokens[size_t(id)]));
+    specials[name] = {{"id", name}, {"ids", json::array(ids.begin(), ids.end())}, {"tokens", texts}};
+    return json::object{{"SpecialToken", {{"id", name}, {"type_id", type_id}}}};
   };
-  auto sequence = [](std::string_view which) { return json::object{{"Sequence", {{"id", which}, {"type_id", 0}}}}; };
-  for (std::string_view which : {"A", "B"}) {
-    json::array& items = which == "A" ? single : pair;
-    if (bos) items.push_back(special(*spec.bos_id));
-    items.push_back(sequence(which));
-    if (eos) items.push_back(special(*spec.eos_id));
+  auto items = [&](const std::vector<TemplateItem>& list) {
+    json::array out;
+    for (const TemplateItem& item : list) {
+      out.push_back(item.tokens.empty()
+                        ? json::object{{"Sequence", {{"id", std::string(1, item.sequence)}, {"type_id", item.type_id}}}}
+                        : special(item.tokens, item.type_id));
+    }
+    return out;
+  };
+  return json::object{{"type", "TemplateProcessing"},
+                      {"single", items(single)},
+                      {"pair", items(pair_template(spec))},
+                      {"special_tokens", specials}};
+}
+
+json::object pattern_json(const std::string& pattern, bool regex) {
+  return {{regex ? "Regex" : "String", pattern}};
+}
+
+std::string_view behavior_name(SplitBehavior b) {
+  switch (b) {
+    case SplitBehavior::kRemoved: return "Removed";
+    case SplitBehavior::kIsolated: return "Isolated";
+    case SplitBehavior::kMergedWithPrevious: return "MergedWithPrevious";
+    case SplitBehavior::kMergedWithNext: return "MergedWithNext";
+    case SplitBehavior::kContiguous: return "Contiguous";
   }
-  pair.insert(pair.begin(), single.begin(), single.end());
-  return json::object{{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
+  return "Isolated";
+}
+
+// Metaspace's options, in the current form (prepend_scheme) and the older one
+// (add_prefix_space), which the JavaScript port still reads.
+json::object metaspace_json(const std::string& replacement, PrependScheme scheme) {
+  const std::string_view name = scheme == PrependScheme::kAlways  ? "always"
+                                : scheme == PrependScheme::kFirst ? "first"
+                                                                  : "never";
+  return {{"type", "Metaspace"},
+          {"replacement", replacement},
+          {"add_prefix_space", scheme != PrependScheme::kNever},
+          {"prepend_scheme", name}};
+}
+
+json::value normalizer_step_json(const NormalizerStep& step) {
+  using K = NormalizerStep::Kind;
+  switch (step.kind) {
+    case K::kNfc: return json::object{{"type", "NFC"}};
+    case K::kNfd: return json::object{{"type", "NFD"}};
+    case K::kNfkc: return json::object{{"type", "NFKC"}};
+    case K::kNfkd: return json::object{{"type", "NFKD"}};
+    case K::kLowercase: return json::object{{"type", "Lowercase"}};
+    case K::kStrip: return json::object{{"type", "Strip"}, {"strip_left", step.left}, {"strip_right", step.right}};
+    case K::kReplace:
+      return json::object{{"type", "Replace"}, {"pattern", pattern_json(step.pattern, step.regex)}, {"content", step.content}};
+    case K::kPrepend: return json::object{{"type", "Prepend"}, {"prepend", step.content}};
+  }
+  return nullptr;
+}
+
+json::value pre_tokenizer_step_json(const PreTokenizerStep& step) {
+  using K = PreTokenizerStep::Kind;
+  switch (step.kind) {
+    case K::kSplit:
+      return json::object{{"type", "Split"},
+                          {"pattern", pattern_json(step.pattern, step.regex)},
+                          {"behavior", behavior_name(step.behavior)},
+                          {"invert", step.invert}};
+    case K::kByteLevel:
+      return json::object{
+          {"type", "ByteLevel"}, {"add_prefix_space", step.add_prefix_space}, {"trim_offsets", true}, {"use_regex", step.use_regex}};
+    case K::kDigits: return json::object{{"type", "Digits"}, {"individual_digits", step.individual_digits}};
+    case K::kPunctuation: return json::object{{"type", "Punctuation"}, {"behavior", behavior_name(step.behavior)}};
+    case K::kWhitespace: return json::object{{"type", "Whitespace"}};
+    case K::kWhitespaceSplit: return json::object{{"type", "WhitespaceSplit"}};
+    case K::kMetaspace: {
+      json::object m = metaspace_json(step.replacement, step.prepend_scheme);
+      m["split"] = step.split;
+      return m;
+    }
+  }
+  return nullptr;
+}
+
+json::value decoder_step_json(const DecoderStep& step) {
+  using K = DecoderStep::Kind;
+  switch (step.kind) {
+    case K::kByteLevel:
+      return json::object{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+    case K::kMetaspace: return metaspace_json(step.replacement, step.prepend_scheme);
+    case K::kReplace:
+      return json::object{{"type", "Replace"}, {"pattern", pattern_json(step.pattern, step.regex)}, {"content", step.content}};
+    case K::kStrip: return json::object{{"type", "Strip"}, {"content", step.content}, {"start", step.start}, {"stop", step.stop}};
+    case K::kFuse: return json::object{{"type", "Fuse"}};
+    case K::kByteFallback: return json::object{{"type", "ByteFallback"}};
+  }
+  return nullptr;
+}
+
+// A pipeline stage: null without steps, the step alone, or a Sequence under `list_key`.
+template <typename Step>
+json::value stage_json(const std::vector<Step>& steps, std::string_view list_key, json::value (*one)(const Step&)) {
+  if (steps.empty()) return nullptr;
+  if (steps.size() == 1) return one(steps.front());
+  json::array list;
+  for (const Step& step : steps) list.push_back(one(step));
+  return json::object{{"type", "Sequence"}, {list_key, std::move(list)}};
 }
 
 Result<json::value> pre_tokenizer_json(const TokenizerSpec& spec) {
@@ -184,27 +281,13 @@ Result<TokenizerSpec> sentencepiece_to_bpe(const TokenizerSpec& spec) {
   return out;
 }
 
-Result<std::string> to_hf_tokenizer_json(const TokenizerSpec& input) {
-  if (input.kind == TokenizerKind::kUnigram) {
-    return Status::unsupported("writing a Unigram tokenizer is not supported; keep its own tokenizer.json");
-  }
-  TokenizerSpec converted;
-  if (input.kind == TokenizerKind::kSentencePiece) {
-    KOI_ASSIGN_OR_RETURN(converted, sentencepiece_to_bpe(input));
-  }
-  const TokenizerSpec& spec = input.kind == TokenizerKind::kSentencePiece ? converted : input;
-  KOI_RETURN_IF_ERROR(check_tokens(spec));
-  if (!spec.byte_level && spec.pre_regexes.size() + spec.pre.size() > 0) {
-    return Status::unsupported("a metaspace tokenizer with a regex pre-tokenizer cannot be written as tokenizer.json");
-  }
-  KOI_ASSIGN_OR_RETURN(json::value pre_tokenizer, pre_tokenizer_json(spec));
+namespace {
 
-  json::object vocab;
-  json::array added;
-  for (size_t id = 0; id < spec.tokens.size(); ++id) {
-    vocab[spec.tokens[id]] = id;
-    if (is_added(spec.types[id])) added.push_back(added_token(spec, int32_t(id)));
-  }
+bool has_byte_tokens(const TokenizerSpec& spec) {
+  return std::any_of(spec.types.begin(), spec.types.end(), [](TokenType t) { return t == TokenType::kByte; });
+}
+
+Result<json::value> merges_json(const TokenizerSpec& spec) {
   json::array merges;
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const std::string& m = spec.merges[rank];
@@ -214,17 +297,50 @@ Result<std::string> to_hf_tokenizer_json(const TokenizerSpec& input) {
     }
     merges.push_back({m.substr(0, space), m.substr(space + 1)});
   }
+  return json::value(std::move(merges));
+}
+
+// The "model": BPE (vocab {text: id}, merges) or Unigram (vocab [[text, score]] by id).
+Result<json::object> model_json(const TokenizerSpec& spec) {
   const std::string unk = optional_text(spec, spec.unk_id);
-  json::object model{{"type", "BPE"},
-                     {"dropout", nullptr},
-                     {"unk_token", unk.empty() ? json::value(nullptr) : json::value(unk)},
-                     {"continuing_subword_prefix", nullptr},
-                     {"end_of_word_suffix", nullptr},
-                     {"fuse_unk", false},
-                     {"byte_fallback", !spec.byte_level},
-                     {"ignore_merges", spec.ignore_merges},
-                     {"vocab", std::move(vocab)},
-                     {"merges", std::move(merges)}};
+  const bool byte_fallback = spec.pipeline ? has_byte_tokens(spec) : !spec.byte_level;
+  if (spec.kind == TokenizerKind::kUnigram) {
+    if (spec.scores.size() != spec.tokens.size()) {
+      return Status::invalid_argument("the Unigram spec has " + std::to_string(spec.tokens.size()) + " tokens but " +
+                                      std::to_string(spec.scores.size()) + " scores");
+    }
+    json::array vocab;
+    for (size_t id = 0; id < spec.tokens.size(); ++id) vocab.push_back({spec.tokens[id], spec.scores[id]});
+    return json::object{{"type", "Unigram"},
+                        {"unk_id", spec.unk_id ? json::value(*spec.unk_id) : json::value(nullptr)},
+                        {"vocab", std::move(vocab)},
+                        {"byte_fallback", byte_fallback}};
+  }
+  json::object vocab;
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    // Ids the source left without a token (filled as unused) stay gaps.
+    if (spec.pipeline && spec.types[id] == TokenType::kUnused) continue;
+    vocab[spec.tokens[id]] = id;
+  }
+  KOI_ASSIGN_OR_RETURN(json::value merges, merges_json(spec));
+  return json::object{{"type", "BPE"},
+                      {"dropout", nullptr},
+                      {"unk_token", unk.empty() ? json::value(nullptr) : json::value(unk)},
+                      {"continuing_subword_prefix", nullptr},
+                      {"end_of_word_suffix", nullptr},
+                      {"fuse_unk", false},
+                      {"byte_fallback", byte_fallback},
+                      {"ignore_merges", spec.ignore_merges},
+                      {"vocab", std::move(vocab)},
+                      {"merges", std::move(merges)}};
+}
+
+// Normalizer, pre-tokenizer and decoder of a spec without a pipeline, from its fields.
+Status legacy_stages_json(const TokenizerSpec& spec, json::object* root) {
+  if (!spec.byte_level && spec.pre_regexes.size() + spec.pre.size() > 0) {
+    return Status::unsupported("a metaspace tokenizer with a regex pre-tokenizer cannot be written as tokenizer.json");
+  }
+  KOI_ASSIGN_OR_RETURN((*root)["pre_tokenizer"], pre_tokenizer_json(spec));
   json::value normalizer = nullptr;
   if (!spec.byte_level) {
     json::value space = replace(" ", kSpaceMark);
@@ -234,15 +350,42 @@ Result<std::string> to_hf_tokenizer_json(const TokenizerSpec& input) {
                            {"normalizers", {json::object{{"type", "Prepend"}, {"prepend", kSpaceMark}}, space}}})
                      : space;
   }
-  json::object root{{"version", "1.0"},
-                    {"truncation", nullptr},
-                    {"padding", nullptr},
-                    {"added_tokens", std::move(added)},
-                    {"normalizer", std::move(normalizer)},
-                    {"pre_tokenizer", std::move(pre_tokenizer)},
-                    {"post_processor", template_processing(spec)},
-                    {"decoder", decoder_json(spec)},
-                    {"model", std::move(model)}};
+  (*root)["normalizer"] = std::move(normalizer);
+  (*root)["decoder"] = decoder_json(spec);
+  return ok_status();
+}
+
+// The spec's own pipeline, step for step (what load_hf_tokenizer read).
+void pipeline_stages_json(const TokenizerSpec& spec, json::object* root) {
+  (*root)["normalizer"] = stage_json(spec.normalizers, "normalizers", normalizer_step_json);
+  (*root)["pre_tokenizer"] = stage_json(spec.pre_tokenizers, "pretokenizers", pre_tokenizer_step_json);
+  (*root)["decoder"] = stage_json(spec.decoders, "decoders", decoder_step_json);
+}
+
+}  // namespace
+
+Result<std::string> to_hf_tokenizer_json(const TokenizerSpec& input) {
+  TokenizerSpec converted;
+  if (input.kind == TokenizerKind::kSentencePiece) {
+    KOI_ASSIGN_OR_RETURN(converted, sentencepiece_to_bpe(input));
+  }
+  const TokenizerSpec& spec = input.kind == TokenizerKind::kSentencePiece ? converted : input;
+  if (spec.kind == TokenizerKind::kUnigram && !spec.pipeline) {
+    return Status::invalid_argument("a Unigram spec needs its Hugging Face pipeline");
+  }
+  KOI_RETURN_IF_ERROR(check_tokens(spec));
+  json::array added;
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    if (is_added(spec.types[id])) added.push_back(added_token(spec, int32_t(id)));
+  }
+  json::object root{{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", std::move(added)}};
+  if (spec.pipeline) {
+    pipeline_stages_json(spec, &root);
+  } else {
+    KOI_RETURN_IF_ERROR(legacy_stages_json(spec, &root));
+  }
+  root["post_processor"] = template_processing(spec);
+  KOI_ASSIGN_OR_RETURN(root["model"], model_json(spec));
   return json::serialize(root);
 }
 

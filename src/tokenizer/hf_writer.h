@@ -8,8 +8,12 @@
 //    the Replace without the space prefix), byte_fallback, the Llama 2 decoder;
 //  - kSentencePiece (llama2.c, CharVocab::to_spec, GGUF "llama"): converted by
 //    sentencepiece_to_bpe into the metaspace form first.
-// Control, unknown and user-defined tokens become added_tokens; BOS/EOS added by encode
-// become a TemplateProcessing post-processor and add_bos_token/add_eos_token.
+//  - a spec read from tokenizer.json (spec.pipeline): its own pipeline step for step (every
+//    normalizer, pre-tokenizer and decoder of spec.h), model BPE or Unigram, so that reading
+//    the file back encodes and decodes every text as the spec does.
+// Control, unknown and user-defined tokens become added_tokens; the tokens encode adds (BOS/
+// EOS, special_prefix/suffix) and the pair template become a TemplateProcessing
+// post-processor, with add_bos_token/add_eos_token in the config.
 //
 // Plain functions, thread-safe. A spec that tokenizer.json cannot express exactly is refused
 // with a Status saying why (duplicate token texts, invalid UTF-8, tied SentencePiece scores,

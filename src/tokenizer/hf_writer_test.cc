@@ -1,7 +1,9 @@
 // tokenizer.json written by hf_writer and read back by load_hf_tokenizer must encode every
 // text as the original spec does: a trained byte-level BPE, the llama2.c tokenizer of
 // stories260K (SentencePiece, converted to merges), a character vocabulary without space
-// prefix, and the metaspace BPE that conversion makes. Then the specs it must refuse.
+// prefix, and the metaspace BPE that conversion makes; then tokenizer.json pipelines with every
+// component Koi reads (BPE and Unigram), which must come back step for step. Then the specs
+// it must refuse.
 #include "tokenizer/hf_writer.h"
 
 #include <gtest/gtest.h>
@@ -138,6 +140,104 @@ TEST(HfWriter, ConfigNamesTheSpecialTokens) {
   boost::json::value root = boost::json::parse(to_hf_tokenizer_json(spec).value());
   EXPECT_EQ(root.at("post_processor").at("single").as_array().size(), 2u);
   EXPECT_EQ(root.at("added_tokens").as_array().size(), 3u);
+}
+
+// A tokenizer.json with every pipeline component Koi reads, loaded as Koi loads it.
+TokenizerSpec load_json(const std::string& json) {
+  const std::string dir = temp_dir();
+  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
+  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer_config.json"), R"({"bos_token": "<s>", "eos_token": "</s>"})").ok());
+  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
+  remove_all(dir);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? *spec : TokenizerSpec{};
+}
+
+// Writes `spec` and reads it back: the same pipeline, step for step, and the same encoding.
+void expect_pipeline_round_trip(const TokenizerSpec& spec, const std::string& name) {
+  expect_round_trip(spec, name);
+  const std::string dir = temp_dir();
+  ASSERT_TRUE(write_hf_tokenizer(spec, dir).ok());
+  TokenizerSpec back = load_hf_tokenizer(dir).value();
+  remove_all(dir);
+  EXPECT_EQ(back.kind, spec.kind);
+  EXPECT_EQ(back.normalizers, spec.normalizers);
+  EXPECT_EQ(back.pre_tokenizers, spec.pre_tokenizers);
+  EXPECT_EQ(back.decoders, spec.decoders);
+  EXPECT_EQ(back.special_prefix, spec.special_prefix);
+  EXPECT_EQ(back.special_suffix, spec.special_suffix);
+  EXPECT_EQ(back.pair_template, spec.pair_template);
+  EXPECT_EQ(back.scores, spec.scores);
+  EXPECT_EQ(back.types, spec.types);
+}
+
+std::string json_quoted(std::string_view text) { return boost::json::serialize(boost::json::value(boost::json::string(text))); }
+
+constexpr std::string_view kAddedTokens = R"("added_tokens": [{"id": 0, "content": "<s>", "special": true},
+    {"id": 1, "content": "</s>", "special": true}, {"id": 2, "content": "<sep>", "special": true, "lstrip": true}])";
+
+TEST(HfWriter, BytePipelineWithEveryComponentRoundTrips) {
+  // Byte-level BPE behind normalizers and pre-tokenizers of every kind Koi reads (before this,
+  // the writer kept only the Split regexes and the ByteLevel step: a Lowercase was lost).
+  std::string vocab = R"("<s>": 0, "</s>": 1, "<sep>": 2)";
+  for (int b = 0; b < 256; ++b) vocab += ", " + json_quoted(byte_to_unicode(uint8_t(b))) + ": " + std::to_string(3 + b);
+  vocab += R"(, "ab": 259, "Ġa": 260)";
+  const std::string json = "{" + std::string(kAddedTokens) + R"(,
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
+      {"type": "Strip", "strip_left": true, "strip_right": false},
+      {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}]},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"String": "--"}, "behavior": "Removed", "invert": false},
+      {"type": "Split", "pattern": {"Regex": "[a-z]+"}, "behavior": "MergedWithNext", "invert": true},
+      {"type": "Digits", "individual_digits": true}, {"type": "Punctuation", "behavior": "Contiguous"},
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}]},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "<sep>", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+      "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+               {"SpecialToken": {"id": "<sep>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+               {"SpecialToken": {"id": "</s>", "type_id": 1}}],
+      "special_tokens": {}},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": [["a", "b"], ["Ġ", "a"]], "ignore_merges": true}})";
+  TokenizerSpec spec = load_json(json);
+  ASSERT_EQ(spec.normalizers.size(), 4u);
+  ASSERT_EQ(spec.pre_tokenizers.size(), 5u);
+  ASSERT_EQ(spec.pair_template.size(), 5u);
+  EXPECT_EQ(spec.special_suffix, (std::vector<int32_t>{2, 1}));
+  expect_pipeline_round_trip(spec, "byte-level pipeline");
+}
+
+TEST(HfWriter, UnigramPipelineRoundTrips) {
+  // SentencePiece unigram with Metaspace, byte fallback and the decoders of a Llama-style file.
+  std::string vocab = R"(["<s>", 0.0], ["</s>", 0.0], ["<sep>", 0.0], ["<unk>", 0.0])";
+  for (int b = 0; b < 256; ++b) vocab += ", [" + json_quoted(byte_token_text(uint8_t(b))) + ", 0.0]";
+  const char* pieces[] = {"▁", "▁a", "a", "b", "ab", "▁ab", "c", "▁the", "t", "h", "e", "n"};
+  float score = -1.0f;
+  for (const char* piece : pieces) {
+    vocab += ", [" + json_quoted(piece) + ", " + std::to_string(score) + "]";
+    score -= 0.5f;
+  }
+  const std::string json = "{" + std::string(kAddedTokens) + R"(,
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Prepend", "prepend": "x"},
+                                                       {"type": "Replace", "pattern": {"String": "x"}, "content": ""}]},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+      {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}]},
+    "post_processor": null,
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+      {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "model": {"type": "Unigram", "unk_id": 3, "byte_fallback": true, "vocab": [)" + vocab + "]}}";
+  TokenizerSpec spec = load_json(json);
+  ASSERT_EQ(spec.kind, TokenizerKind::kUnigram);
+  ASSERT_EQ(spec.pre_tokenizers.size(), 2u);
+  expect_pipeline_round_trip(spec, "unigram pipeline");
+  // A Whitespace pre-tokenizer and a Metaspace decoder instead.
+  spec.pre_tokenizers.front().kind = PreTokenizerStep::Kind::kWhitespace;
+  DecoderStep metaspace;
+  metaspace.kind = DecoderStep::Kind::kMetaspace;
+  metaspace.prepend_scheme = PrependScheme::kNever;
+  spec.decoders = {metaspace};
+  expect_pipeline_round_trip(spec, "unigram, whitespace, metaspace decoder");
 }
 
 TEST(HfWriter, RefusesWhatTokenizerJsonCannotExpress) {

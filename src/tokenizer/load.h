@@ -28,7 +28,15 @@ Result<TokenizerSpec> spec_from_gguf(const model::GgufFile& file);
 // Writes the llama.cpp tokenizer.* keys. A metaspace kBpeMerges spec (HF Llama 2) is written
 // as model "llama" with the scores it carries (-rank of the merge that makes each token when
 // it has none) and its merges.
+// Writes what the keys can hold: call check_gguf_tokenizer first. ignore_merges goes to Koi's
+// own key koi.tokenizer.ignore_merges (llama.cpp applies it to "llama-bpe" by itself).
 void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer);
+// Ok when the GGUF keys hold the tokenizer whole, so that spec_from_gguf of the written file
+// encodes every text as `spec` does. Otherwise kUnsupported naming the component GGUF cannot
+// hold: a Unigram model, a pipeline step other than the ones the llama.cpp tokenizers imply
+// (normalizer 'NFKC', pre_tokenizer 'Digits', ...), a TemplateProcessing with more than
+// BOS/EOS, added tokens with lstrip/rstrip.
+Status check_gguf_tokenizer(const TokenizerSpec& spec);
 
 // Any of the above by path: a folder (tokenizer.json), a .gguf file, or a llama2.c
 // tokenizer.bin.

@@ -46,6 +46,26 @@ TokenizerSpec continuation_spec(TokenizerSpec spec) {
   return spec;
 }
 
+std::vector<TemplateItem> single_template(const TokenizerSpec& spec, char sequence, uint32_t type_id) {
+  std::vector<TemplateItem> out;
+  auto add = [&](const std::vector<int32_t>& specials, bool flag, std::optional<int32_t> id) {
+    for (int32_t t : specials) out.push_back({{t}, sequence, type_id});
+    if (specials.empty() && flag && id) out.push_back({{*id}, sequence, type_id});
+  };
+  add(spec.special_prefix, spec.add_bos, spec.bos_id);
+  out.push_back({{}, sequence, type_id});
+  add(spec.special_suffix, spec.add_eos, spec.eos_id);
+  return out;
+}
+
+std::vector<TemplateItem> pair_template(const TokenizerSpec& spec) {
+  if (!spec.pair_template.empty()) return spec.pair_template;
+  std::vector<TemplateItem> out = single_template(spec, 'A', 0);
+  std::vector<TemplateItem> b = single_template(spec, 'B', 1);
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
 std::string pipeline_identity(const TokenizerSpec& spec) {
   std::string id = spec.pipeline ? "pipeline\n" : "legacy\n";
   auto add = [&](std::string_view field) {

@@ -46,6 +46,7 @@ struct NormalizerStep {
   bool regex = false;        // kReplace: pattern is a regex
   std::string content;       // kReplace: the replacement; kPrepend: the prefix
   bool left = false, right = false;  // kStrip: strip whitespace on that side
+  bool operator==(const NormalizerStep&) const = default;
 };
 
 // How a Split keeps the pieces its pattern matches (HF SplitDelimiterBehavior).
@@ -66,6 +67,7 @@ struct PreTokenizerStep {
   std::string replacement = "\xE2\x96\x81";             // kMetaspace ("▁")
   PrependScheme prepend_scheme = PrependScheme::kAlways;  // kMetaspace
   bool split = true;                                   // kMetaspace: cut before each replacement
+  bool operator==(const PreTokenizerStep&) const = default;
 };
 
 struct DecoderStep {
@@ -77,6 +79,16 @@ struct DecoderStep {
   std::string replacement = "\xE2\x96\x81";             // kMetaspace
   PrependScheme prepend_scheme = PrependScheme::kAlways;  // kMetaspace
   int32_t start = 0, stop = 0;  // kStrip: how many `content` characters to strip at each end
+  bool operator==(const DecoderStep&) const = default;
+};
+
+// One item of a TemplateProcessing template (HF tokenizers): special tokens, or one of the
+// two sequences ("$A", "$B"), each with the type id its tokens get.
+struct TemplateItem {
+  std::vector<int32_t> tokens;  // a special token's ids (usually one); empty: the sequence
+  char sequence = 'A';          // 'A' or 'B' where tokens is empty
+  uint32_t type_id = 0;
+  bool operator==(const TemplateItem&) const = default;
 };
 
 struct TokenizerSpec {
@@ -119,6 +131,9 @@ struct TokenizerSpec {
   // The tokens add_special puts before and after the text (HF TemplateProcessing), when that
   // is more than add_bos / add_eos say; when not empty they replace add_bos / add_eos.
   std::vector<int32_t> special_prefix, special_suffix;
+  // The TemplateProcessing "pair" template (Tokenizer::encode_pair with add_special); empty:
+  // the single template's tokens around each sequence, A's with type id 0 and B's with 1.
+  std::vector<TemplateItem> pair_template;
   // End-of-generation tokens besides eos (e.g. <|eot_id|>, <|im_end|>).
   std::vector<int32_t> eog_ids;
   // Added tokens that swallow the whitespace before (lstrip) or after (rstrip) them.
@@ -137,6 +152,13 @@ std::optional<std::string> pre_tokenizer_name(const std::vector<std::string>& re
 // the whole text does: without the space prefix (add_space_prefix, a Prepend("▁")
 // normalizer, Metaspace prepending, ByteLevel add_prefix_space).
 TokenizerSpec continuation_spec(TokenizerSpec spec);
+
+// The single-sequence template: the tokens add_special puts before and after the text
+// (special_prefix/suffix, else bos/eos by add_bos/add_eos) around `sequence`, all of type_id.
+std::vector<TemplateItem> single_template(const TokenizerSpec& spec, char sequence = 'A', uint32_t type_id = 0);
+// spec.pair_template, or where it is empty the single template around A (type 0) followed by
+// the single template around B (type 1), as transformers' Llama tokenizers build it.
+std::vector<TemplateItem> pair_template(const TokenizerSpec& spec);
 
 // A text that differs between specs whose pipelines (pipeline, normalizers, pre_tokenizers,
 // decoders, special_prefix/suffix) differ; part of a tokenizer's identity.

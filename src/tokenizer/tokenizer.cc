@@ -141,17 +141,6 @@ std::string id_error(std::string_view field, int32_t id, size_t n) {
          std::to_string(n) + " tokens";
 }
 
-// The pipeline of a spec that has none (GGUF, llama2.c, Koi's trainer): byte-level BPE is
-// its regex Splits and the ByteLevel mapping; metaspace text is Prepend("▁") (with the space
-// prefix) and Replace(" ", "▁"), decoded by Replace("▁", " "), ByteFallback, Fuse and the
-// Strip of that prefix. SentencePiece (kSentencePiece) encodes by its own rules and decodes
-// like metaspace text.
-struct Pipeline {
-  std::vector<NormalizerStep> normalizers;
-  std::vector<PreTokenizerStep> pre_tokenizers;
-  std::vector<DecoderStep> decoders;
-};
-
 NormalizerStep normalizer_step(NormalizerStep::Kind kind, std::string pattern, std::string content) {
   NormalizerStep step;
   step.kind = kind;
@@ -168,6 +157,9 @@ DecoderStep decoder_step(DecoderStep::Kind kind, std::string pattern = "", std::
   return step;
 }
 
+}  // namespace
+
+// SentencePiece (kSentencePiece) encodes by its own rules and decodes like metaspace text.
 Status derive_pipeline(const TokenizerSpec& spec, bool space_prefix, Pipeline* out) {
   if (spec.kind == TokenizerKind::kBpeMerges && spec.byte_level) {
     std::vector<std::string> patterns = spec.pre_regexes;
@@ -206,6 +198,8 @@ Status derive_pipeline(const TokenizerSpec& spec, bool space_prefix, Pipeline* o
   }
   return ok_status();
 }
+
+namespace {
 
 // kUnigram tables: the pieces the lattice is built from and the score of an unknown
 // character.
@@ -363,6 +357,11 @@ Result<Tokenizer> Tokenizer::create(TokenizerSpec spec) {
   for (int32_t id : spec.special_suffix) {
     if (id < 0 || size_t(id) >= n) return Status::invalid_argument(id_error("special_suffix id", id, n));
   }
+  for (const TemplateItem& item : spec.pair_template) {
+    for (int32_t id : item.tokens) {
+      if (id < 0 || size_t(id) >= n) return Status::invalid_argument(id_error("pair template token id", id, n));
+    }
+  }
   impl->spec = std::move(spec);
   return Tokenizer(std::move(impl));
 }
@@ -473,6 +472,20 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool first, std::vector
       encode_bpe(piece, out);
     }
   }
+}
+
+PairEncoding Tokenizer::encode_pair(std::string_view a, std::string_view b, bool add_special, bool parse_special) const {
+  // Each sequence is encoded on its own, as Hugging Face does, then placed by the template.
+  const std::vector<int32_t> ids_a = encode(a, false, parse_special);
+  const std::vector<int32_t> ids_b = encode(b, false, parse_special);
+  const std::vector<TemplateItem> plain{{{}, 'A', 0}, {{}, 'B', 1}};
+  PairEncoding out;
+  for (const TemplateItem& item : add_special ? pair_template(impl_->spec) : plain) {
+    const std::vector<int32_t>& ids = !item.tokens.empty() ? item.tokens : item.sequence == 'A' ? ids_a : ids_b;
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.type_ids.insert(out.type_ids.end(), ids.size(), item.type_id);
+  }
+  return out;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {

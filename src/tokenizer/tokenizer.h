@@ -30,6 +30,25 @@
 
 namespace koi::tokenizer {
 
+// A Hugging Face pipeline: the steps text goes through (spec.h).
+struct Pipeline {
+  std::vector<NormalizerStep> normalizers;
+  std::vector<PreTokenizerStep> pre_tokenizers;
+  std::vector<DecoderStep> decoders;
+};
+// The pipeline a spec without one implies (GGUF, llama2.c, Koi's trainer): byte-level BPE is
+// its regex Splits and the ByteLevel mapping; metaspace text is Prepend("▁") (with
+// space_prefix) and Replace(" ", "▁"), decoded by Replace("▁", " "), ByteFallback, Fuse and
+// the Strip of that prefix. Appends to `out`; fails for an unknown pre-tokenizer name.
+Status derive_pipeline(const TokenizerSpec& spec, bool space_prefix, Pipeline* out);
+
+// The ids of two texts encoded as one input (sentence pairs: a query and a passage for a
+// cross-encoder, a question and its context), and the type id of each.
+struct PairEncoding {
+  std::vector<int32_t> ids;
+  std::vector<uint32_t> type_ids;
+};
+
 class Tokenizer {
  public:
   static Result<Tokenizer> create(TokenizerSpec spec);
@@ -38,6 +57,10 @@ class Tokenizer {
   // TemplateProcessing's). parse_special: turn the text of special
   // tokens ("<|begin_of_text|>", "<s>") into their ids instead of tokenizing it as text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // Two texts as Hugging Face's encode(a, b) gives them: each encoded on its own, then with
+  // add_special placed by the pair template (spec.h pair_template: "$A", "$B" and special
+  // tokens, each with its type id); without, a's ids (type 0) then b's (type 1).
+  PairEncoding encode_pair(std::string_view a, std::string_view b, bool add_special, bool parse_special) const;
   // The bytes the tokens stand for (possibly invalid UTF-8 when the ids cut a character).
   // skip_special drops control tokens (BOS, EOS, <|eot_id|>, ...).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;

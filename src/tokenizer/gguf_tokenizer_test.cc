@@ -1,0 +1,110 @@
+// check_gguf_tokenizer: a tokenizer whose pipeline GGUF's llama.cpp keys hold is accepted (and
+// reads back encoding the same), one with a component they cannot hold is refused with the
+// component's name, so that `koi convert` never writes a file that tokenizes differently.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "base/file.h"
+#include "tokenizer/load.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
+
+namespace koi::tokenizer {
+namespace {
+
+std::string boost_quote(std::string_view text) {
+  return boost::json::serialize(boost::json::value(boost::json::string(text)));
+}
+
+// A byte-level BPE tokenizer.json whose pipeline is `pipeline` (normalizer, pre_tokenizer, ...).
+TokenizerSpec byte_level(const std::string& pipeline, bool ignore_merges = false) {
+  std::string vocab = R"("<s>": 0)";
+  for (int b = 0; b < 256; ++b) {
+    vocab += ", " + boost_quote(byte_to_unicode(uint8_t(b))) + ": " + std::to_string(1 + b);
+  }
+  vocab += R"(, "ab": 257, "Ġab": 258, "12": 259)";
+  const std::string json = R"({"added_tokens": [{"id": 0, "content": "<s>", "special": true}],)" + pipeline +
+                           R"(, "model": {"type": "BPE", "vocab": {)" + vocab +
+                           R"(}, "merges": [["a", "b"], ["Ġ", "ab"], ["1", "2"]], "ignore_merges": )" +
+                           (ignore_merges ? "true" : "false") + "}}";
+  const std::string dir = make_temp_dir("koi-gguf-tok").value();
+  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
+  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
+  remove_all(dir);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? *spec : TokenizerSpec{};
+}
+
+constexpr std::string_view kGpt2 = R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false,
+    "use_regex": true}, "decoder": {"type": "ByteLevel"})";
+
+std::string refusal(const TokenizerSpec& spec) {
+  Status s = check_gguf_tokenizer(spec);
+  return s.ok() ? "ok" : s.message();
+}
+
+// Writes the GGUF keys and reads them back.
+TokenizerSpec via_gguf(const TokenizerSpec& spec) {
+  model::GgufWriter writer;
+  spec_to_gguf(spec, writer);
+  const std::string dir = make_temp_dir("koi-gguf-tok").value();
+  const std::string path = path_join(dir, "tok.gguf");
+  EXPECT_TRUE(writer.write(path).ok());
+  Result<Tokenizer> back = load_tokenizer(path);
+  remove_all(dir);
+  EXPECT_TRUE(back.ok()) << back.status().message();
+  return back.ok() ? back->spec() : TokenizerSpec{};
+}
+
+TEST(GgufTokenizer, AcceptsWhatItsKeysHoldAndEncodesTheSame) {
+  for (bool ignore_merges : {false, true}) {
+    TokenizerSpec spec = byte_level(std::string(kGpt2), ignore_merges);
+    ASSERT_EQ(refusal(spec), "ok");
+    TokenizerSpec back = via_gguf(spec);
+    EXPECT_EQ(back.ignore_merges, ignore_merges);  // Koi's own key carries it
+    Tokenizer a = Tokenizer::create(spec).value(), b = Tokenizer::create(back).value();
+    for (const char* text : {"ab ab 12 x", " ab<s>ab", "Ünïcode ab12ab"}) {
+      EXPECT_EQ(a.encode(text, true, true), b.encode(text, true, true)) << text;
+    }
+  }
+}
+
+TEST(GgufTokenizer, RefusesComponentsItsKeysCannotHold) {
+  const std::string tail = " cannot be written to GGUF, whose tokenizer (llama.cpp's 'llama' or 'gpt2' with a known "
+                           "pre-tokenizer) would then encode differently; run the model from its Hugging Face "
+                           "directory";
+  EXPECT_EQ(refusal(byte_level(R"("normalizer": {"type": "NFKC"}, )" + std::string(kGpt2))),
+            "the tokenizer's normalizer 'NFKC' (step 1)" + tail);
+  EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": " ?\\p{L}+"}, "behavior": "Isolated"},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]}, "decoder": {"type": "ByteLevel"})")),
+            "the tokenizer's pre_tokenizer regexes are not one of llama.cpp's pre-tokenizers (llama-bpe, qwen2, gpt2), "
+            "which a GGUF file cannot hold (it would encode differently); run the model from its Hugging Face "
+            "directory");
+  EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Digits", "individual_digits": true},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]}, "decoder": {"type": "ByteLevel"})")),
+            "the tokenizer's pre_tokenizer 'Digits' (step 1)" + tail);
+  EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true},
+      "decoder": {"type": "ByteLevel"})")),
+            "the tokenizer's pre_tokenizer 'ByteLevel' (step 2)" + tail);
+  EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "ByteLevel"}, "decoder": null)")),
+            "the tokenizer's decoder without 'ByteLevel' (step 1)" + tail);
+  TokenizerSpec spec = byte_level(std::string(kGpt2));
+  spec.special_suffix = {0, 0};
+  EXPECT_EQ(refusal(spec),
+            "the post_processor 'TemplateProcessing' adds more around the text than one BOS and one EOS, which a GGUF "
+            "file cannot hold (it would encode differently); run the model from its Hugging Face directory");
+  spec.special_suffix.clear();
+  spec.lstrip_ids = {0};
+  EXPECT_EQ(refusal(spec), "added token '<s>' strips the spaces beside it (lstrip/rstrip), which a GGUF file cannot "
+                           "hold (it would encode differently); run the model from its Hugging Face directory");
+  spec.lstrip_ids.clear();
+  spec.kind = TokenizerKind::kUnigram;
+  EXPECT_EQ(refusal(spec), "the tokenizer's model is 'Unigram', which a GGUF file cannot hold (it would encode "
+                           "differently); run the model from its Hugging Face directory");
+}
+
+}  // namespace
+}  // namespace koi::tokenizer
