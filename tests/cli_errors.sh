@@ -113,9 +113,16 @@ expect "error: hf_ropefactor/config.json: rope_scaling.factor must be a positive
 expect "error: $two_models_url serves 2 models (a, b); pick one with --model" bench serve --url "$two_models_url" --num-prompts 1
 expect "error: data.text: fortunes.txt: cannot open: No such file or directory; a relative path in a recipe is resolved from the current directory ($work)" \
   train --config "$src/recipes/fortunes.yaml"
-# A tokenizer pipeline GGUF cannot hold: refused by the component's name, no file written.
-expect "error: hf_nfkc: the tokenizer's normalizer 'NFKC' (step 1) cannot be written to GGUF" convert hf_nfkc -o x.gguf
-[[ -e x.gguf ]] && { echo "FAIL: a failed convert left x.gguf behind"; failures=$((failures + 1)); }
+# A tokenizer pipeline llama.cpp's GGUF keys cannot hold: Koi's keys carry it whole (the GGUF
+# encodes as the folder does in Koi), and the warning names the component llama.cpp would miss.
+"$koi" convert hf_nfkc -o nfkc.gguf > out.txt 2> err.txt ||
+  { echo "FAIL: convert hf_nfkc"; cat err.txt; failures=$((failures + 1)); }
+grep -qF "nfkc.gguf: Koi reads the whole tokenizer from the file (koi.tokenizer.json); llama.cpp reads only its tokenizer.ggml keys: the tokenizer's normalizer 'NFKC' (step 1)" err.txt ||
+  { echo "FAIL: no warning naming NFKC"; cat err.txt; failures=$((failures + 1)); }
+lig=$(printf 'ab \xef\xac\x81 \xe2\x91\xa0')  # the ligature "fi" and a circled 1, which NFKC rewrites
+if [[ "$("$koi" tokenize --tokenizer nfkc.gguf --text "$lig" 2>&1)" != "$("$koi" tokenize --tokenizer hf_nfkc --text "$lig" 2>&1)" ]]; then
+  echo "FAIL: nfkc.gguf encodes differently from hf_nfkc"; failures=$((failures + 1))
+fi
 # A usage report only reads the ledger: a mistyped --store is an error, not a new empty file.
 expect "error: usage ledger typo.db: no such database file; check the path" gateway usage --store typo.db
 [[ -e typo.db ]] && { echo "FAIL: koi gateway usage created typo.db"; failures=$((failures + 1)); }

@@ -72,7 +72,6 @@ int run_convert(const ConvertOptions& o) {
     if (!s.ok()) return fail(s.status().message());
     spec = std::move(*s);
   }
-  if (Status s = tokenizer::check_gguf_tokenizer(spec); !s.ok()) return fail(source + ": " + s.message());
   if (!o.name.empty()) config.name = o.name;
   if (config.name.empty()) {
     std::string base = source.substr(source.find_last_of('/') + 1);
@@ -90,7 +89,11 @@ int run_convert(const ConvertOptions& o) {
   model::GgufWriter writer;
   auto stats = model::add_model_to_gguf(config, weights, type, writer);
   if (!stats.ok()) return fail(stats.status().message());
-  tokenizer::spec_to_gguf(spec, writer);
+  if (Status s = tokenizer::spec_to_gguf(spec, writer); !s.ok()) return fail(source + ": " + s.message());
+  if (Status s = tokenizer::check_gguf_tokenizer(spec); !s.ok()) {
+    log::warn("{}: Koi reads the whole tokenizer from the file (koi.tokenizer.json); llama.cpp reads only its "
+              "tokenizer.ggml keys: {}", o.output, s.message());
+  }
   if (Status s = writer.write(o.output); !s.ok()) return fail(s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats->fallback_tensors > 0) {

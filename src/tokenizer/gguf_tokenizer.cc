@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "base/file.h"
+#include "tokenizer/hf_writer.h"
 #include "tokenizer/load.h"
 #include "tokenizer/unicode.h"
 
@@ -29,6 +30,9 @@ constexpr std::string_view kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
 // Koi's own key (llama.cpp ignores it and applies ignore_merges to "llama-bpe" by itself).
 constexpr std::string_view kIgnoreMerges = "koi.tokenizer.ignore_merges";
+// The whole pipeline, where the llama.cpp keys cannot hold it (spec_to_gguf).
+constexpr std::string_view kKoiJson = "koi.tokenizer.json";
+constexpr std::string_view kKoiConfigJson = "koi.tokenizer.config_json";
 
 Result<std::optional<int32_t>> optional_id(const model::GgufFile& file, std::string_view key) {
   if (!file.has(key)) return std::optional<int32_t>();
@@ -48,6 +52,11 @@ Result<bool> optional_bool(const model::GgufFile& file, std::string_view key, bo
 }  // namespace
 
 Result<TokenizerSpec> spec_from_gguf(const model::GgufFile& file) {
+  if (file.has(kKoiJson)) {  // the whole pipeline, which the llama.cpp keys below do not hold
+    KOI_ASSIGN_OR_RETURN(std::string json, file.get_string(kKoiJson));
+    KOI_ASSIGN_OR_RETURN(std::string config, file.get_string(kKoiConfigJson));
+    return hf_tokenizer_from_text(json, config, file.path() + ": " + std::string(kKoiJson));
+  }
   TokenizerSpec spec;
   KOI_ASSIGN_OR_RETURN(std::string model, file.get_string(kModel));
   if (model == "llama") {
@@ -151,17 +160,16 @@ Status same_steps(std::string_view stage, const std::vector<Step>& have, const s
   const std::string what = i < have.size() ? "'" + std::string(name(have[i])) + "'" + step
                                            : "without '" + std::string(name(gguf[i])) + "'" + step;
   return Status::unsupported(
-      "the tokenizer's " + std::string(stage) + " " + what + " cannot be written to GGUF, whose " +
-      "tokenizer (llama.cpp's 'llama' or 'gpt2' with a known pre-tokenizer) would then encode differently; run "
-      "the model from its Hugging Face directory");
+      "the tokenizer's " + std::string(stage) + " " + what + " cannot be written to GGUF's llama.cpp keys " +
+      "('llama' or 'gpt2' with a known pre-tokenizer), so llama.cpp would encode differently");
 }
 
 }  // namespace
 
 Status check_gguf_tokenizer(const TokenizerSpec& spec) {
   auto refuse = [](const std::string& what) {
-    return Status::unsupported(what + ", which a GGUF file cannot hold (it would encode differently); run the "
-                               "model from its Hugging Face directory");
+    return Status::unsupported(what + ", which GGUF's llama.cpp keys cannot hold, so llama.cpp would encode "
+                               "differently");
   };
   if (spec.kind == TokenizerKind::kUnigram) return refuse("the tokenizer's model is 'Unigram'");
   if (!spec.special_prefix.empty() || !spec.special_suffix.empty()) {
@@ -190,7 +198,7 @@ Status check_gguf_tokenizer(const TokenizerSpec& spec) {
   return same_steps("decoder", spec.decoders, gguf.decoders, step_name);
 }
 
-void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
+Status spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
   const bool byte_level_bpe = spec.kind == TokenizerKind::kBpeMerges && spec.byte_level;
   writer.set_string(std::string(kModel), byte_level_bpe ? "gpt2" : "llama");
   // llama.cpp knows the GPT-2 regex as "gpt-2" and refuses a file that says "gpt2".
@@ -229,6 +237,11 @@ void spec_to_gguf(const TokenizerSpec& spec, model::GgufWriter& writer) {
   if (!byte_level_bpe) writer.set_bool(std::string(kAddSpacePrefix), spec.add_space_prefix);
   if (spec.ignore_merges) writer.set_bool(std::string(kIgnoreMerges), true);
   if (spec.chat_template) writer.set_string(std::string(kChatTemplate), *spec.chat_template);
+  if (check_gguf_tokenizer(spec).ok()) return ok_status();
+  KOI_ASSIGN_OR_RETURN(std::string json, to_hf_tokenizer_json(spec));
+  writer.set_string(std::string(kKoiJson), json);
+  writer.set_string(std::string(kKoiConfigJson), to_hf_tokenizer_config_json(spec));
+  return ok_status();
 }
 
 Result<Tokenizer> load_tokenizer(const std::string& path, int32_t vocab_size) {

@@ -47,7 +47,7 @@ std::string refusal(const TokenizerSpec& spec) {
 // Writes the GGUF keys and reads them back.
 TokenizerSpec via_gguf(const TokenizerSpec& spec) {
   model::GgufWriter writer;
-  spec_to_gguf(spec, writer);
+  EXPECT_TRUE(spec_to_gguf(spec, writer).ok());
   const std::string dir = make_temp_dir("koi-gguf-tok").value();
   const std::string path = path_join(dir, "tok.gguf");
   EXPECT_TRUE(writer.write(path).ok());
@@ -71,17 +71,16 @@ TEST(GgufTokenizer, AcceptsWhatItsKeysHoldAndEncodesTheSame) {
 }
 
 TEST(GgufTokenizer, RefusesComponentsItsKeysCannotHold) {
-  const std::string tail = " cannot be written to GGUF, whose tokenizer (llama.cpp's 'llama' or 'gpt2' with a known "
-                           "pre-tokenizer) would then encode differently; run the model from its Hugging Face "
-                           "directory";
+  const std::string tail = " cannot be written to GGUF's llama.cpp keys ('llama' or 'gpt2' with a known "
+                           "pre-tokenizer), so llama.cpp would encode differently";
+  const std::string held = ", which GGUF's llama.cpp keys cannot hold, so llama.cpp would encode differently";
   EXPECT_EQ(refusal(byte_level(R"("normalizer": {"type": "NFKC"}, )" + std::string(kGpt2))),
             "the tokenizer's normalizer 'NFKC' (step 1)" + tail);
   EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [
       {"type": "Split", "pattern": {"Regex": " ?\\p{L}+"}, "behavior": "Isolated"},
       {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]}, "decoder": {"type": "ByteLevel"})")),
-            "the tokenizer's pre_tokenizer regexes are not one of llama.cpp's pre-tokenizers (llama-bpe, qwen2, gpt2), "
-            "which a GGUF file cannot hold (it would encode differently); run the model from its Hugging Face "
-            "directory");
+            "the tokenizer's pre_tokenizer regexes are not one of llama.cpp's pre-tokenizers (llama-bpe, qwen2, gpt2)" +
+                held);
   EXPECT_EQ(refusal(byte_level(R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [
       {"type": "Digits", "individual_digits": true},
       {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]}, "decoder": {"type": "ByteLevel"})")),
@@ -94,16 +93,32 @@ TEST(GgufTokenizer, RefusesComponentsItsKeysCannotHold) {
   TokenizerSpec spec = byte_level(std::string(kGpt2));
   spec.special_suffix = {0, 0};
   EXPECT_EQ(refusal(spec),
-            "the post_processor 'TemplateProcessing' adds more around the text than one BOS and one EOS, which a GGUF "
-            "file cannot hold (it would encode differently); run the model from its Hugging Face directory");
+            "the post_processor 'TemplateProcessing' adds more around the text than one BOS and one EOS" + held);
   spec.special_suffix.clear();
   spec.lstrip_ids = {0};
-  EXPECT_EQ(refusal(spec), "added token '<s>' strips the spaces beside it (lstrip/rstrip), which a GGUF file cannot "
-                           "hold (it would encode differently); run the model from its Hugging Face directory");
+  EXPECT_EQ(refusal(spec), "added token '<s>' strips the spaces beside it (lstrip/rstrip)" + held);
   spec.lstrip_ids.clear();
   spec.kind = TokenizerKind::kUnigram;
-  EXPECT_EQ(refusal(spec), "the tokenizer's model is 'Unigram', which a GGUF file cannot hold (it would encode "
-                           "differently); run the model from its Hugging Face directory");
+  EXPECT_EQ(refusal(spec), "the tokenizer's model is 'Unigram'" + held);
+}
+
+// What the llama.cpp keys cannot hold travels whole in Koi's koi.tokenizer.json keys: Koi reads
+// back the same pipeline and encodes the same, where the llama.cpp keys alone would not.
+TEST(GgufTokenizer, KoiKeysCarryWhatTheLlamaCppKeysCannotHold) {
+  const TokenizerSpec spec = byte_level(R"("normalizer": {"type": "NFKC"}, )" + std::string(kGpt2));
+  ASSERT_NE(refusal(spec), "ok");
+  const TokenizerSpec back = via_gguf(spec);
+  ASSERT_TRUE(back.pipeline);
+  EXPECT_EQ(back.normalizers, spec.normalizers);
+  Tokenizer a = Tokenizer::create(spec).value(), b = Tokenizer::create(back).value();
+  // "\xEF\xAC\x81" is the ligature "fi", which NFKC spells "fi"; "\xE2\x91\xA0" is a circled 1.
+  for (const char* text : {"ab \xEF\xAC\x81ab 12", "\xE2\x91\xA0\xE2\x91\xA1 ab", "ab"}) {
+    EXPECT_EQ(a.encode(text, true, true), b.encode(text, true, true)) << text;
+  }
+  // The texts exercise the normalizer: without it the ligature encodes differently.
+  TokenizerSpec plain = spec;
+  plain.normalizers.clear();
+  EXPECT_NE(Tokenizer::create(plain).value().encode("\xEF\xAC\x81", false, false), a.encode("\xEF\xAC\x81", false, false));
 }
 
 }  // namespace

@@ -31,16 +31,21 @@ const std::string& gpt2_regex() {
   return regex;
 }
 
-Result<json::value> parse_json_file(const std::string& path) {
-  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+// `text` as a JSON object; `where` names its source in errors.
+Result<json::value> parse_json_object(std::string_view text, const std::string& where) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
   if (ec) {
-    return Status::invalid_argument(path + ": invalid JSON (" + ec.message() +
+    return Status::invalid_argument(where + ": invalid JSON (" + ec.message() +
                                     "); the file is damaged, download it again");
   }
-  if (!v.is_object()) return Status::invalid_argument(path + ": expected a JSON object at the top");
+  if (!v.is_object()) return Status::invalid_argument(where + ": expected a JSON object at the top");
   return v;
+}
+
+Result<json::value> parse_json_file(const std::string& path) {
+  KOI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_json_object(text, path);
 }
 
 const json::value* member(const json::value& v, std::string_view key) {
@@ -514,6 +519,22 @@ Status read_spec(const json::value& root, const json::value& config, TokenizerSp
 
 }  // namespace
 
+namespace {
+
+Result<TokenizerSpec> spec_from_json(const json::value& root, const json::value& config, const std::string& where) {
+  TokenizerSpec spec;
+  Status status;
+  try {
+    status = read_spec(root, config, &spec);
+  } catch (const std::exception& e) {  // Boost.JSON accessors throw on a wrong type
+    status = Status::invalid_argument(std::string("unexpected value: ") + e.what());
+  }
+  if (!status.ok()) return status.with_prefix(where);
+  return spec;
+}
+
+}  // namespace
+
 Result<TokenizerSpec> load_hf_tokenizer(const std::string& dir) {
   const std::string tokenizer_path = path_join(dir, "tokenizer.json");
   const std::string config_path = path_join(dir, "tokenizer_config.json");
@@ -522,15 +543,14 @@ Result<TokenizerSpec> load_hf_tokenizer(const std::string& dir) {
   if (file_exists(config_path)) {
     KOI_ASSIGN_OR_RETURN(config, parse_json_file(config_path));
   }
-  TokenizerSpec spec;
-  Status status;
-  try {
-    status = read_spec(root, config, &spec);
-  } catch (const std::exception& e) {  // Boost.JSON accessors throw on a wrong type
-    status = Status::invalid_argument(std::string("unexpected value: ") + e.what());
-  }
-  if (!status.ok()) return status.with_prefix(tokenizer_path);
-  return spec;
+  return spec_from_json(root, config, tokenizer_path);
+}
+
+Result<TokenizerSpec> hf_tokenizer_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                             const std::string& where) {
+  KOI_ASSIGN_OR_RETURN(json::value root, parse_json_object(tokenizer_json, where));
+  KOI_ASSIGN_OR_RETURN(json::value config, parse_json_object(config_json, where));
+  return spec_from_json(root, config, where);
 }
 
 }  // namespace koi::tokenizer

@@ -149,7 +149,7 @@ Result<std::string> write_checkpoint(const std::string& run_dir, const Checkpoin
   if (snapshot.lora) KOI_RETURN_IF_ERROR(snapshot.lora->save(tmp));
   if (state.tokenizer) {
     model::GgufWriter writer;
-    tokenizer::spec_to_gguf(*state.tokenizer, writer);
+    KOI_RETURN_IF_ERROR(tokenizer::spec_to_gguf(*state.tokenizer, writer));
     KOI_RETURN_IF_ERROR(writer.write(path_join(tmp, kTokenizerFile)));
   }
   KOI_RETURN_IF_ERROR(

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/file.h"
+#include "base/logging.h"
 #include "base/thread_pool.h"
 #include "model/gguf_export.h"
 #include "model/safetensors.h"
@@ -112,7 +113,11 @@ Status export_gguf(const std::string& checkpoint_dir, const std::string& out_pat
   config.name = "koi-trained";
   model::GgufWriter writer;
   KOI_RETURN_IF_ERROR(model::add_model_to_gguf(config, m.model.weights_view(), weight_type, writer).status());
-  tokenizer::spec_to_gguf(m.tokenizer, writer);
+  KOI_RETURN_IF_ERROR(tokenizer::spec_to_gguf(m.tokenizer, writer));
+  if (Status s = tokenizer::check_gguf_tokenizer(m.tokenizer); !s.ok()) {
+    log::warn("{}: Koi reads this file's whole tokenizer (koi.tokenizer.json); llama.cpp reads only its "
+              "tokenizer.ggml keys: {}", out_path, s.message());
+  }
   return writer.write(out_path);
 }
 
