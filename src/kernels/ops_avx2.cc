@@ -68,6 +68,26 @@ void quantize_row_q8(const float* x, ActBlockQ8* dst, int64_t n) {
   }
 }
 
+int64_t panel_layout_words(DType type, int64_t in, int64_t out) {
+  const int64_t panels = (out + kPanelRows - 1) / kPanelRows;
+  return panels * (type == DType::kQ8_0 ? panel_words<DType::kQ8_0>(in / 32) : panel_words<DType::kQ4_0>(in / 32));
+}
+
+void pack_panels(const MatmulArgs& a, int64_t row_begin, int64_t row_end, uint32_t* dst) {
+  const auto pack = [&]<DType kType>() {
+    const int64_t stride = panel_words<kType>(a.in / 32);
+    for (int64_t row = row_begin; row < row_end; row += kPanelRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, row_end - row));
+      pack_panel<kType>(a, row, rows, dst + row / kPanelRows * stride);
+    }
+  };
+  if (a.type == DType::kQ8_0) {
+    pack.template operator()<DType::kQ8_0>();
+  } else {
+    pack.template operator()<DType::kQ4_0>();
+  }
+}
+
 void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
     case DType::kF32: return matmul_rows_with<FloatK<DType::kF32>>(a, row_begin, row_end);
