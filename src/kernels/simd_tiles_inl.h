@@ -398,7 +398,8 @@ void quant_panel_tile(const MatmulArgs& a, const PanelRows* w, int64_t row0, int
   const int64_t n_blocks = a.in / 32;
   for (int64_t b = 0; b < n_blocks; ++b) {
     next.step(step0 + b);
-    const int64_t block = b * kPanelBlockWords<kType>;
+    const uint32_t* pw[P];  // the block's word row 0 of each vector of rows
+    for (int p = 0; p < P; ++p) pw[p] = w[p].panel + b * kPanelBlockWords<kType> + w[p].lane0;
     I isum[P][T];
     for (int t = 0; t < T; ++t) {
       const I init = V::iset1(-D::offset(kType) * x[t][b].sum);
@@ -416,7 +417,7 @@ void quant_panel_tile(const MatmulArgs& a, const PanelRows* w, int64_t row0, int
     };
     for (int k = 0; k < Q::kWords; ++k) {
       I words[P];
-      for (int p = 0; p < P; ++p) words[p] = V::iload(w[p].panel + block + k * kPanelRows + w[p].lane0);
+      for (int p = 0; p < P; ++p) words[p] = V::iload(pw[p] + k * kPanelRows);
       if constexpr (kType == DType::kQ8_0) {
         dot_word(words, k);
       } else {
@@ -430,7 +431,8 @@ void quant_panel_tile(const MatmulArgs& a, const PanelRows* w, int64_t row0, int
     }
     typename V::F wd[P];
     for (int p = 0; p < P; ++p) {
-      wd[p] = V::fload_f16(reinterpret_cast<const uint16_t*>(w[p].panel + block + Q::kWords * kPanelRows) + w[p].lane0);
+      // The scales follow word row kWords - 1, lane0 halves (not words) into it.
+      wd[p] = V::fload_f16(reinterpret_cast<const uint16_t*>(pw[p] - w[p].lane0 + Q::kWords * kPanelRows) + w[p].lane0);
     }
     for (int t = 0; t < T; ++t) {
       const typename V::F xd = V::fset1(x[t][b].d);
