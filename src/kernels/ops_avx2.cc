@@ -20,10 +20,11 @@ namespace koi::kernels::avx2 {
 namespace {
 
 // Float tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
-// Quantized prefill tiles: one panel of 8 rows x 4 tokens (4 accumulators and 4 integer sums; two
-// panels would not fit the 16 registers).
+// Quantized panel tiles: one vector of 8 rows (half a 16-row panel) x 4 tokens (4 accumulators and
+// 4 integer sums; two vectors would not fit the 16 registers).
 constexpr int kRows = 4, kTokens = 2, kQuantTokens = 4;
-// Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
+// Small batches over weights that are not packed (PackedMatrix takes the panels at any batch):
+// up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
 // kSmallTokens per tile; more pack panels (kernels_bench small_* --isa=avx2: the crossover, one
 // core, Zen 4; from 3 tokens the 8-row panels win at this level).
 constexpr int kSmallTokens = 2;

@@ -99,7 +99,8 @@ struct Vec512 {
 // one thread's CPU time (kernels_bench, best of 5, loaded Zen 4): q8_0 and q4_0 1.25x; 6 tokens
 // measured 1-5% slower than 5, 4 tokens 8-12% slower.
 constexpr int kQuantPanels = 2, kQuantTokens = 5;
-// Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
+// Small batches over weights that are not packed (PackedMatrix takes the panels at any batch):
+// up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
 // kSmallTokens per tile; more pack panels (kernels_bench small_*: the crossover, one core, Zen 4).
 constexpr int kSmallTokens = 4;
 constexpr int64_t kSmallBatchQ8 = 4, kSmallBatchQ4 = 3;
