@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/random.h"
 #include "kernels/isa_testing.h"
 #include "kernels/ops.h"
+#include "kernels/packed_matrix.h"
 #include "kernels/simd.h"
 
 namespace koi::kernels {
@@ -212,6 +214,60 @@ TEST(Matmul, QuantizedSmallBatchesAreDecodeBitwise) {
       }
     }
   }
+}
+
+// Weights packed once (PackedMatrix) take the panels at every batch size, 1 token included: each
+// token's row is bitwise its one-token result on the weights as stored, at every level, for 1, 2
+// and 3 threads, at rows that leave a partial last panel (37, 53) and several per thread (101),
+// and past one pass over the rows (600 tokens). The panels take the file's bytes, padded to 16 rows.
+TEST(Matmul, PackedWeightsGiveTheStoredWeightsResultBitwise) {
+  Rng rng(13);
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(threads));
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t out : {37, 53, 101}) {
+      constexpr int64_t kIn = 320;
+      Weights w = random_weights(rng, type, kIn, out);
+      const PackedMatrix packed(w.view, pools[1].get());
+      if (detected_isa() != Isa::kPortable) {
+        ASSERT_NE(packed.panels(), nullptr);
+        EXPECT_EQ(packed.packed_bytes(), (out + 15) / 16 * 16 * w.view.row_bytes());
+        EXPECT_EQ(0, std::memcmp(packed.panels(), PackedMatrix(w.view).panels(), static_cast<size_t>(packed.packed_bytes())))
+            << "packing on 2 threads and on the caller's differ";
+      }
+      for (Isa isa : levels()) {
+        ScopedIsa scoped(isa);
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 17, 33, 64, 600}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " out " << out << " "
+                                          << n_tokens << " tokens");
+          std::vector<float> x = random_floats(rng, n_tokens * kIn);
+          std::vector<float> alone(static_cast<size_t>(n_tokens * out));
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            matmul(w.view, x.data() + t * kIn, alone.data() + t * out, 1, nullptr);
+          }
+          for (const auto& pool : pools) {
+            std::vector<float> y(alone.size());
+            matmul(packed, x.data(), y.data(), n_tokens, pool.get());
+            EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), alone.size() * sizeof(float)))
+                << pool->num_threads() << " threads";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Float weights keep their view: no panels, the view's result.
+TEST(Matmul, PackedFloatWeightsAreReadAsStored) {
+  Rng rng(17);
+  Weights w = random_weights(rng, DType::kF16, 64, 24);
+  const PackedMatrix packed(w.view);
+  EXPECT_EQ(packed.panels(), nullptr);
+  EXPECT_EQ(packed.packed_bytes(), 0);
+  std::vector<float> x = random_floats(rng, 3 * 64), y(3 * 24), expected(3 * 24);
+  matmul(packed, x.data(), y.data(), 3, nullptr);
+  matmul(w.view, x.data(), expected.data(), 3, nullptr);
+  EXPECT_EQ(y, expected);
 }
 
 TEST(Matmul, IntegerDotsAgreeBitwiseAcrossLevels) {

@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "kernels/isa.h"
 #include "kernels/kquant.h"
+#include "kernels/packed_matrix.h"
 #include "kernels/run_rows.h"
 #include "kernels/simd.h"
 
@@ -53,11 +54,12 @@ DType activation_type(Isa isa, DType weight_type) {
   return DType::kF32;
 }
 
-void simd_matmul(Isa isa, const TensorView& w, const float* x, float* y, int64_t n_tokens,
+// panels: w in the panel layout (PackedMatrix), or null.
+void simd_matmul(Isa isa, const TensorView& w, const uint32_t* panels, const float* x, float* y, int64_t n_tokens,
                  ThreadPool* pool) {
   const int64_t in = w.ne[0], out = w.ne[1];
   MatmulArgs a{w.type, static_cast<const uint8_t*>(w.data), w.row_bytes(),
-               reinterpret_cast<const uint8_t*>(x), in * 4, y, in, out, n_tokens};
+               reinterpret_cast<const uint8_t*>(x), in * 4, y, in, out, n_tokens, panels};
   const DType act = activation_type(isa, w.type);
   if (act != DType::kF32) {
     // Activations are converted once per call into a per-thread buffer that only grows, so the
@@ -101,8 +103,14 @@ void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens, Thr
   } else if (dtype_is_kquant(w.type)) {
     kquant_matmul(isa, w, x, y, n_tokens, pool);
   } else {
-    simd_matmul(isa, w, x, y, n_tokens, pool);
+    simd_matmul(isa, w, nullptr, x, y, n_tokens, pool);
   }
+}
+
+void matmul(const PackedMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+  const Isa isa = active_isa();
+  if (w.panels() == nullptr || isa == Isa::kPortable) return matmul(w.view(), x, y, n_tokens, pool);
+  simd_matmul(isa, w.view(), w.panels(), x, y, n_tokens, pool);
 }
 
 float dot(const float* a, const float* b, int64_t n) {

@@ -5,7 +5,10 @@
 // (isa.h: portable, AVX2, AVX-512, AVX512-BF16; the binary needs no -march flag). A fast
 // variant must agree with the reference within the tolerance its test states. matmul with
 // q8_0/q4_0 weights quantizes each activation row to 8 bits (f32 block scales) and uses integer
-// dots, as llama.cpp does; bf16 weights on AVX512-BF16 round activations to bf16.
+// dots, as llama.cpp does; bf16 weights on AVX512-BF16 round activations to bf16. A caller that
+// multiplies the same q8_0/q4_0 weights again and again holds them as a PackedMatrix
+// (packed_matrix.h: packed once, bitwise the same results); a plain view packs panels per call
+// for batches of more than a few tokens.
 //
 // K-quant weights (q4_K, q5_K, q6_K) at the SIMD levels meet activations quantized to q8_K (256
 // values, f32 scale, as llama.cpp does) and follow one integer contract (kquant.h): per 256-value

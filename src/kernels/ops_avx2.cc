@@ -20,10 +20,11 @@ namespace koi::kernels::avx2 {
 namespace {
 
 // Float tiles of 4 rows x 2 tokens: 8 accumulators + 4 weight vectors fit the 16 ymm registers.
-// Quantized prefill tiles: one panel of 8 rows x 4 tokens (4 accumulators and 4 integer sums; two
-// panels would not fit the 16 registers).
+// Quantized panel tiles: one vector of 8 rows (half a 16-row panel) x 4 tokens (4 accumulators and
+// 4 integer sums; two vectors would not fit the 16 registers).
 constexpr int kRows = 4, kTokens = 2, kQuantTokens = 4;
-// Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
+// Small batches over weights that are not packed (PackedMatrix takes the panels at any batch):
+// up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
 // kSmallTokens per tile; more pack panels (kernels_bench small_* --isa=avx2: the crossover, one
 // core, Zen 4; from 3 tokens the 8-row panels win at this level).
 constexpr int kSmallTokens = 2;
@@ -65,6 +66,26 @@ void quantize_row_q8(const float* x, ActBlockQ8* dst, int64_t n) {
     dst[b].d = d;
     dst[b].sum = _mm_cvtsi128_si32(s);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), packed);
+  }
+}
+
+int64_t panel_layout_words(DType type, int64_t in, int64_t out) {
+  const int64_t panels = (out + kPanelRows - 1) / kPanelRows;
+  return panels * (type == DType::kQ8_0 ? panel_words<DType::kQ8_0>(in / 32) : panel_words<DType::kQ4_0>(in / 32));
+}
+
+void pack_panels(const MatmulArgs& a, int64_t row_begin, int64_t row_end, uint32_t* dst) {
+  const auto pack = [&]<DType kType>() {
+    const int64_t stride = panel_words<kType>(a.in / 32);
+    for (int64_t row = row_begin; row < row_end; row += kPanelRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, row_end - row));
+      pack_panel<kType>(a, row, rows, dst + row / kPanelRows * stride);
+    }
+  };
+  if (a.type == DType::kQ8_0) {
+    pack.template operator()<DType::kQ8_0>();
+  } else {
+    pack.template operator()<DType::kQ4_0>();
   }
 }
 

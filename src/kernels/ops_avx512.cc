@@ -69,10 +69,6 @@ struct VnniDot {
     else return _mm512_dpbusd_epi32(acc, w.u, x);
   }
   // Panels hold q8_0 weights already as w + 128, so a panel tile's words need no prep.
-  template <DType kType>
-  static __m256i to_panel(__m256i w) {
-    return prep<kType>(w).u;
-  }
   template <DType, class I>
   static DotW<I> prep_panel(I w) {
     return {w, w};
@@ -90,7 +86,7 @@ struct Vec512 {
   static I isrl4(I a) { return _mm512_srli_epi16(a, 4); }
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
   static F fset1(float v) { return _mm512_set1_ps(v); }
-  static F fload(const float* p) { return _mm512_loadu_ps(p); }
+  static F fload_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static void fstore(float* p, F a) { _mm512_storeu_ps(p, a); }
@@ -103,7 +99,8 @@ struct Vec512 {
 // one thread's CPU time (kernels_bench, best of 5, loaded Zen 4): q8_0 and q4_0 1.25x; 6 tokens
 // measured 1-5% slower than 5, 4 tokens 8-12% slower.
 constexpr int kQuantPanels = 2, kQuantTokens = 5;
-// Small batches: up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
+// Small batches over weights that are not packed (PackedMatrix takes the panels at any batch):
+// up to kSmallBatchQ8 / kSmallBatchQ4 tokens read the weights as stored,
 // kSmallTokens per tile; more pack panels (kernels_bench small_*: the crossover, one core, Zen 4).
 constexpr int kSmallTokens = 4;
 constexpr int64_t kSmallBatchQ8 = 4, kSmallBatchQ4 = 3;

@@ -30,6 +30,9 @@ struct MatmulArgs {
   int64_t x_row_bytes;
   float* y;                // y[t * out + o]
   int64_t in, out, n_tokens;
+  // q8_0/q4_0: the same weights in the panel layout (a PackedMatrix), or null: then the levels
+  // read w, and batches of more than a few tokens pack panels per call.
+  const uint32_t* panels = nullptr;
 };
 
 // Value i of a weight row of a float type (f32, f16, bf16): the scalar tail of the float dots.
@@ -45,6 +48,11 @@ inline float float_weight(DType type, const uint8_t* row, int64_t i) {
 namespace avx2 {
 // Quantizes n values (n a multiple of 32) into n / 32 blocks.
 void quantize_row_q8(const float* x, ActBlockQ8* dst, int64_t n);
+// Words of the panel layout (simd_tiles_inl.h) of a q8_0/q4_0 matrix: a.out rows padded to 16.
+int64_t panel_layout_words(DType type, int64_t in, int64_t out);
+// Packs the weight rows [row_begin, row_end) of a (a multiple of 16 each, or row_end == a.out)
+// into their panels of `dst`, which holds panel_layout_words(a.type, a.in, a.out) words.
+void pack_panels(const MatmulArgs& a, int64_t row_begin, int64_t row_end, uint32_t* dst);
 // Computes y for weight rows [row_begin, row_end) and every token; weights f32/f16/bf16 take f32
 // activations, q8_0/q4_0 take ActBlockQ8 rows.
 void matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end);

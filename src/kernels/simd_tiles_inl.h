@@ -48,10 +48,11 @@ class TilePrefetch {
   // streaming: the tile is the first to read its rows in this call (decode; the first token tile
   // of a small batch).
   TilePrefetch(const MatmulArgs& a, int64_t row0, int64_t rows, int64_t n_steps, bool streaming)
-      : next_(reinterpret_cast<const char*>(a.w + (row0 + rows) * a.w_row_bytes)) {
-    const bool on = streaming && row0 + 2 * rows <= a.out && n_steps > 0;
-    lines_per_step_ = on ? (rows * a.w_row_bytes / kCacheLine + n_steps - 1) / n_steps : 0;
-  }
+      : TilePrefetch(reinterpret_cast<const char*>(a.w + (row0 + rows) * a.w_row_bytes), rows * a.w_row_bytes,
+                     n_steps, streaming && row0 + 2 * rows <= a.out) {}
+  // `bytes` from `next` on, spread over n_steps steps when `on`.
+  TilePrefetch(const char* next, int64_t bytes, int64_t n_steps, bool on)
+      : next_(next), lines_per_step_(on && n_steps > 0 ? (bytes / kCacheLine + n_steps - 1) / n_steps : 0) {}
   void step(int64_t s) const {
     for (int64_t k = 0; k < lines_per_step_; ++k) {
       _mm_prefetch(next_ + (s * lines_per_step_ + k) * kCacheLine, _MM_HINT_T1);
@@ -181,11 +182,11 @@ struct Float8Kernel {
 //   template <DType, class I> DotW<I> prep(I w)   w: q4_0 nibbles (0..15) or q8_0 signed bytes
 //   template <DType, class I> I dot(I acc, const DotW<I>& w, I x)
 //       acc + in each int32 lane, the sum of the 4 products of the lane's bytes (exact)
-//   template <DType> __m256i to_panel(__m256i w)          the weight bytes as pack_panel stores them
-//   template <DType, class I> DotW<I> prep_panel(I w)     prep for words read from a panel
+//   template <DType, class I> DotW<I> prep_panel(I w)     prep for words read from a panel (q8_0
+//                                                         bytes there are w + 128, see pack_panel)
 // for I = __m256i and the level's vector V::I, and a vector type V (kLanes int32/f32 lanes):
 //   I iset1(int32_t); I iload(const void*); I isub(I, I); I iand(I, I); I isrl4(I)  (bytes >> 4)
-//   F cvt(I); F fset1(float); F fload(const float*); F mul(F, F); F fmadd(F, F, F);
+//   F cvt(I); F fset1(float); F fload_f16(const uint16_t*); F mul(F, F); F fmadd(F, F, F);
 //   void fstore(float*, F); I from_halves(const __m256i*); F from_halves(const __m256*)
 template <class I>
 struct DotW {
@@ -245,7 +246,7 @@ struct Vec256 {
   static I isrl4(I a) { return _mm256_srli_epi16(a, 4); }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
   static F fset1(float v) { return _mm256_set1_ps(v); }
-  static F fload(const float* p) { return _mm256_loadu_ps(p); }
+  static F fload_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static void fstore(float* p, F a) { _mm256_storeu_ps(p, a); }
@@ -310,14 +311,20 @@ __attribute__((noinline)) void quant_rows_tile(const MatmulArgs& a, const uint8_
   }
 }
 
-// Prefill: a tile of kLanes rows is first packed into a panel where lane r of each vector
-// belongs to row r: per block, kWords vectors of 4 weight bytes (word k of every row; q4_0
-// words hold the nibbles of values 4k..4k+3 and 16+4k..16+4k+3) and one vector of f32 scales.
-// Then every token's isum for all kLanes rows of a panel accumulates in one vector, each 4-byte
-// activation word broadcast once for the tile's panels, with no reduction across lanes.
-template <class V, DType kType>
+// Batches of more than a few tokens, and every batch when the weights are a PackedMatrix, take the
+// panel layout: panels of kPanelRows = 16 rows where, per 32-value block, word row k holds 4-byte
+// word k of the 16 rows side by side (q8_0 bytes stored as w + 128, unsigned; q4_0 words as in the
+// file: the nibbles of values 4k..4k+3 and 16+4k..16+4k+3), followed by the 16 rows' f16 scales as
+// stored. That is the same number of bytes per block as the file. A level with L lanes reads L
+// consecutive rows of a word row (AVX-512: a whole panel; AVX2: half of one). Every token's isum
+// for the L rows then accumulates in one vector, each 4-byte activation word broadcast once for the
+// tile's vectors of rows, with no reduction across lanes. Unpacked weights are packed per call.
+constexpr int kPanelRows = 16;
+template <DType kType>
+constexpr int64_t kPanelBlockWords = QuantBlock<kType>::kWords * kPanelRows + kPanelRows / 2;
+template <DType kType>
 int64_t panel_words(int64_t n_blocks) {
-  return n_blocks * (QuantBlock<kType>::kWords + 1) * V::kLanes;
+  return n_blocks * kPanelBlockWords<kType>;
 }
 
 // Four vectors of rows (i, i + 4), i < 4 (row i in the low 128 bits), each lane 4 words of its row,
@@ -331,21 +338,22 @@ inline void transpose_words(__m256i* v) {
   v[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-// The panel of rows [row0, row0 + nr), rows past nr repeating the last one. Per block and group of
-// 8 rows: the weight words by in-register transposes of 4 x 4 words, the scales as f32. A wrong
-// panel shows as a prefill result that differs from decode's (matmul_test's bitwise tests).
-// The rows are in L2 by now: the tiles of the previous panel prefetched them (quant_matmul_rows).
-template <class V, class D, DType kType>
+// The panel of rows [row0, row0 + nr) of a.w, rows past nr repeating the last one. Per block and
+// group of 8 rows: the weight words by in-register transposes of 4 x 4 words, then the scales. A
+// wrong panel shows as a batched result that differs from the scalar reference's or from a
+// one-token result on native weights (matmul_test's bitwise tests).
+template <DType kType>
 void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
   using Q = QuantBlock<kType>;
-  constexpr int L = V::kLanes;
   constexpr int kHalves = Q::kWords / 4;  // 128-bit halves of a block's weight bytes: 2 (q8_0), 1 (q4_0)
+  const __m256i offset = _mm256_set1_epi8(kType == DType::kQ8_0 ? -128 : 0);  // w + 128 == w ^ 0x80
   const int64_t n_blocks = a.in / 32;
-  const uint8_t* rows[L];
-  for (int r = 0; r < L; ++r) rows[r] = a.w + (row0 + (r < nr ? r : nr - 1)) * a.w_row_bytes;
+  const uint8_t* rows[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) rows[r] = a.w + (row0 + (r < nr ? r : nr - 1)) * a.w_row_bytes;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint32_t* dst = panel + b * (Q::kWords + 1) * L;
-    for (int g = 0; g < L / 8; ++g) {
+    uint32_t* dst = panel + b * kPanelBlockWords<kType>;
+    auto* scales = reinterpret_cast<uint16_t*>(dst + Q::kWords * kPanelRows);
+    for (int g = 0; g < kPanelRows / 8; ++g) {
       const uint8_t* const* rg = rows + 8 * g;
       for (int h = 0; h < kHalves; ++h) {
         __m256i v[4];
@@ -355,25 +363,29 @@ void pack_panel(const MatmulArgs& a, int64_t row0, int nr, uint32_t* panel) {
         }
         transpose_words(v);
         for (int k = 0; k < 4; ++k) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * L + 8 * g), D::template to_panel<kType>(v[k]));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (4 * h + k) * kPanelRows + 8 * g),
+                              _mm256_xor_si256(v[k], offset));
         }
       }
-      alignas(16) uint16_t d[8];
-      for (int r = 0; r < 8; ++r) d[r] = Q::block(rg[r], b)->d;
-      _mm256_storeu_ps(reinterpret_cast<float*>(dst + Q::kWords * L + 8 * g),
-                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
     }
+    for (int r = 0; r < kPanelRows; ++r) scales[r] = Q::block(rows[r], b)->d;
   }
 }
 
-// A tile of P panels (P L rows, the panels panel_stride words apart) x T tokens. Each activation
-// word is broadcast once and meets the P panels' words (AVX-512 takes P = 2: half the broadcasts
+// One vector of a tile's rows: the panel holding them and the first of their lanes there.
+struct PanelRows {
+  const uint32_t* panel;
+  int lane0;
+};
+
+// A tile of P vectors of L rows (w[p]: consecutive rows from row0) x T tokens. Each activation
+// word is broadcast once and meets the P vectors' words (AVX-512 takes P = 2: half the broadcasts
 // per integer dot of P = 1). nr: the valid rows of the P L. While it computes, the tile fetches
-// its share of the next panels' rows (steps step0 + block of `next`), so that streaming the weights
-// from memory overlaps the integer dots instead of preceding them.
+// its share of the next rows (steps step0 + block of `next`), so that streaming the weights from
+// memory overlaps the integer dots instead of preceding them.
 template <class V, class D, DType kType, int P, int T>
-void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t panel_stride, int64_t row0, int nr,
-                      int64_t tok0, const TilePrefetch& next, int64_t step0) {
+void quant_panel_tile(const MatmulArgs& a, const PanelRows* w, int64_t row0, int nr, int64_t tok0,
+                      const TilePrefetch& next, int64_t step0) {
   using Q = QuantBlock<kType>;
   using I = typename V::I;
   constexpr int L = V::kLanes;
@@ -386,15 +398,16 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t panel_
   const int64_t n_blocks = a.in / 32;
   for (int64_t b = 0; b < n_blocks; ++b) {
     next.step(step0 + b);
-    const uint32_t* pb = panel + b * (Q::kWords + 1) * L;
+    const uint32_t* pw[P];  // the block's word row 0 of each vector of rows
+    for (int p = 0; p < P; ++p) pw[p] = w[p].panel + b * kPanelBlockWords<kType> + w[p].lane0;
     I isum[P][T];
     for (int t = 0; t < T; ++t) {
       const I init = V::iset1(-D::offset(kType) * x[t][b].sum);
       for (int p = 0; p < P; ++p) isum[p][t] = init;
     }
-    auto dot_word = [&](const I* w, int k) {
+    auto dot_word = [&](const I* words, int k) {
       DotW<I> dw[P];
-      for (int p = 0; p < P; ++p) dw[p] = D::template prep_panel<kType>(w[p]);
+      for (int p = 0; p < P; ++p) dw[p] = D::template prep_panel<kType>(words[p]);
       for (int t = 0; t < T; ++t) {
         int32_t word;
         std::memcpy(&word, x[t][b].qs + 4 * k, 4);
@@ -403,21 +416,24 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t panel_
       }
     };
     for (int k = 0; k < Q::kWords; ++k) {
-      I w[P];
-      for (int p = 0; p < P; ++p) w[p] = V::iload(pb + p * panel_stride + k * L);
+      I words[P];
+      for (int p = 0; p < P; ++p) words[p] = V::iload(pw[p] + k * kPanelRows);
       if constexpr (kType == DType::kQ8_0) {
-        dot_word(w, k);
+        dot_word(words, k);
       } else {
         const I low = V::iset1(0x0F0F0F0F);
         I nibbles[P];
-        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(w[p], low);
+        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(words[p], low);
         dot_word(nibbles, k);
-        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(V::isrl4(w[p]), low);
+        for (int p = 0; p < P; ++p) nibbles[p] = V::iand(V::isrl4(words[p]), low);
         dot_word(nibbles, k + 4);
       }
     }
     typename V::F wd[P];
-    for (int p = 0; p < P; ++p) wd[p] = V::fload(reinterpret_cast<const float*>(pb + p * panel_stride + Q::kWords * L));
+    for (int p = 0; p < P; ++p) {
+      // The scales follow word row kWords - 1, lane0 halves (not words) into it.
+      wd[p] = V::fload_f16(reinterpret_cast<const uint16_t*>(pw[p] - w[p].lane0 + Q::kWords * kPanelRows) + w[p].lane0);
+    }
     for (int t = 0; t < T; ++t) {
       const typename V::F xd = V::fset1(x[t][b].d);
       for (int p = 0; p < P; ++p) acc[p][t] = V::fmadd(V::cvt(isum[p][t]), V::mul(wd[p], xd), acc[p][t]);
@@ -438,69 +454,98 @@ void quant_panel_tile(const MatmulArgs& a, const uint32_t* panel, int64_t panel_
   }
 }
 
-// Tokens per prefill pass: each row tile is packed once per pass, and the pass's activations
-// are read once per row tile (from L2/L3). 512 measured 3% faster than 256 at pp512, one core.
+// Tokens per pass over the rows: each row group is packed (unpacked weights) and read from memory
+// once per pass, and the pass's activations are read once per row group (from L2/L3). 512 measured
+// 3% faster than 256 at pp512, one core.
 constexpr int64_t kQuantTokenChunk = 512;
 
-// Up to kSmallBatch tokens take quant_rows_tile (weights read as stored, kSmallT tokens per tile);
-// more take the panels (packed per call, amortised over the tokens; kPanels panels per tile). Either way a row tile's weights
-// are read from memory once per call and the token tiles reuse them from cache.
-template <class V, class D, DType kType, int kPanels, int kMaxT, int kSmallT, int64_t kSmallBatch>
-void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+// Rows [row_begin, row_end) (row_begin a multiple of kPanelRows) through the panel tiles of
+// kPanels vectors x up to kMaxT tokens, in groups of whole panels that a tile row covers. The
+// panels come from a.panels, or are packed per group and pass into a per-thread buffer.
+template <class V, class D, DType kType, int kPanels, int kMaxT>
+void quant_panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int L = V::kLanes;
-  if (a.n_tokens <= kSmallBatch) {
-    using Tile = void (*)(const MatmulArgs&, const uint8_t*, int64_t, int64_t);
-    static constexpr auto kTiles = []<size_t... T>(std::index_sequence<T...>) {
-      return std::array<Tile, kSmallT>{&quant_rows_tile<V, D, kType, static_cast<int>(T) + 1>...};
-    }(std::make_index_sequence<kSmallT>());
-    const auto tokens = [&](const uint8_t* w, int64_t row) {
-      for (int64_t tok = 0; tok < a.n_tokens; tok += kSmallT) {
-        kTiles[std::min<int64_t>(kSmallT, a.n_tokens - tok) - 1](a, w, row, tok);
-      }
-    };
-    int64_t row = row_begin;
-    for (; row + L <= row_end; row += L) tokens(a.w + row * a.w_row_bytes, row);
-    if (row < row_end) {
-      // The last, partial tile: its rows followed by copies of the last one, as a full tile.
-      thread_local std::vector<uint8_t> tile;
-      tile.resize(static_cast<size_t>(L * a.w_row_bytes));
-      for (int r = 0; r < L; ++r) {
-        std::memcpy(tile.data() + r * a.w_row_bytes, a.w + std::min(row + r, row_end - 1) * a.w_row_bytes,
-                    static_cast<size_t>(a.w_row_bytes));
-      }
-      tokens(tile.data(), row);
-    }
-    return;
-  }
-  using Tile = void (*)(const MatmulArgs&, const uint32_t*, int64_t, int64_t, int, int64_t, const TilePrefetch&,
-                        int64_t);
+  constexpr int kTileRows = kPanels * L;
+  constexpr int kGroupRows = std::max(kTileRows, kPanelRows);
+  using Tile = void (*)(const MatmulArgs&, const PanelRows*, int64_t, int, int64_t, const TilePrefetch&, int64_t);
   static constexpr auto kTiles = []<size_t... I>(std::index_sequence<I...>) {
-    // Tile (p, t) at index (p - 1) kMaxT + t - 1, for P = p panels and t tokens.
+    // Tile (p, t) at index (p - 1) kMaxT + t - 1, for P = p vectors of rows and t tokens.
     return std::array<Tile, kPanels * kMaxT>{
         &quant_panel_tile<V, D, kType, static_cast<int>(I) / kMaxT + 1, static_cast<int>(I) % kMaxT + 1>...};
   }(std::make_index_sequence<kPanels * kMaxT>());
   const int64_t n_blocks = a.in / 32;
-  const int64_t panel_stride = panel_words<V, kType>(n_blocks);
-  thread_local std::vector<uint32_t> panel;
-  panel.resize(static_cast<size_t>(kPanels * panel_stride));
+  const int64_t panel_stride = panel_words<kType>(n_blocks);
+  const int64_t group_words = kGroupRows / kPanelRows * panel_stride;
+  thread_local std::vector<uint32_t> scratch;
+  if (a.panels == nullptr) scratch.resize(static_cast<size_t>(group_words));
   for (int64_t chunk = 0; chunk < a.n_tokens; chunk += kQuantTokenChunk) {
     const int64_t chunk_end = std::min(chunk + kQuantTokenChunk, a.n_tokens);
     const int64_t token_tiles = (chunk_end - chunk + kMaxT - 1) / kMaxT;
-    for (int64_t row = row_begin; row < row_end;) {
-      const int nr = static_cast<int>(std::min<int64_t>(kPanels * L, row_end - row));
-      const int panels = (nr + L - 1) / L;
-      for (int p = 0; p < panels; ++p) {
-        pack_panel<V, D, kType>(a, row + p * L, std::min(L, nr - p * L), panel.data() + p * panel_stride);
+    for (int64_t row = row_begin; row < row_end; row += kGroupRows) {
+      const int group_rows = static_cast<int>(std::min<int64_t>(kGroupRows, row_end - row));
+      const uint32_t* group = a.panels != nullptr ? a.panels + row / kPanelRows * panel_stride : scratch.data();
+      if (a.panels == nullptr) {
+        for (int q = 0; q * kPanelRows < group_rows; ++q) {
+          pack_panel<kType>(a, row + q * kPanelRows, std::min(kPanelRows, group_rows - q * kPanelRows),
+                            scratch.data() + q * panel_stride);
+        }
       }
-      // The next panels' rows, spread over these panels' token tiles (only inside this range).
-      const TilePrefetch next(a, row, panels * L, token_tiles * n_blocks, row + panels * L < row_end);
-      for (int64_t tile = 0; tile < token_tiles; ++tile) {
-        const int64_t tok = chunk + tile * kMaxT;
-        const int nt = static_cast<int>(std::min<int64_t>(kMaxT, chunk_end - tok));
-        kTiles[(panels - 1) * kMaxT + nt - 1](a, panel.data(), panel_stride, row, nr, tok, next, tile * n_blocks);
+      // The next group's weights (its panels, or the rows to pack), spread over this group's tiles.
+      const int row_tiles = (group_rows + kTileRows - 1) / kTileRows;
+      const bool more = row + kGroupRows < row_end;
+      const TilePrefetch next =
+          a.panels != nullptr
+              ? TilePrefetch(reinterpret_cast<const char*>(group + group_words), group_words * 4,
+                             row_tiles * token_tiles * n_blocks, more)
+              : TilePrefetch(a, row, kGroupRows, row_tiles * token_tiles * n_blocks, more);
+      for (int tile_row = 0; tile_row < group_rows; tile_row += kTileRows) {
+        const int nr = std::min(kTileRows, group_rows - tile_row);
+        const int vectors = (nr + L - 1) / L;
+        PanelRows w[kPanels];
+        for (int p = 0; p < vectors; ++p) {
+          const int r = tile_row + p * L;
+          w[p] = {group + r / kPanelRows * panel_stride, r % kPanelRows};
+        }
+        for (int64_t tile = 0; tile < token_tiles; ++tile) {
+          const int64_t tok = chunk + tile * kMaxT;
+          const int nt = static_cast<int>(std::min<int64_t>(kMaxT, chunk_end - tok));
+          const int64_t step0 = (tile_row / kTileRows * token_tiles + tile) * n_blocks;
+          kTiles[(vectors - 1) * kMaxT + nt - 1](a, w, row + tile_row, nr, tok, next, step0);
+        }
       }
-      row += nr;
     }
+  }
+}
+
+// Weights as stored (not a PackedMatrix) and up to kSmallBatch tokens take quant_rows_tile
+// (kSmallT tokens per tile); everything else the panels. Either way a row tile's weights are read
+// from memory once per pass and the token tiles reuse them from cache.
+template <class V, class D, DType kType, int kPanels, int kMaxT, int kSmallT, int64_t kSmallBatch>
+void quant_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr int L = V::kLanes;
+  if (a.panels != nullptr || a.n_tokens > kSmallBatch) {
+    return quant_panel_rows<V, D, kType, kPanels, kMaxT>(a, row_begin, row_end);
+  }
+  using Tile = void (*)(const MatmulArgs&, const uint8_t*, int64_t, int64_t);
+  static constexpr auto kTiles = []<size_t... T>(std::index_sequence<T...>) {
+    return std::array<Tile, kSmallT>{&quant_rows_tile<V, D, kType, static_cast<int>(T) + 1>...};
+  }(std::make_index_sequence<kSmallT>());
+  const auto tokens = [&](const uint8_t* w, int64_t row) {
+    for (int64_t tok = 0; tok < a.n_tokens; tok += kSmallT) {
+      kTiles[std::min<int64_t>(kSmallT, a.n_tokens - tok) - 1](a, w, row, tok);
+    }
+  };
+  int64_t row = row_begin;
+  for (; row + L <= row_end; row += L) tokens(a.w + row * a.w_row_bytes, row);
+  if (row < row_end) {
+    // The last, partial tile: its rows followed by copies of the last one, as a full tile.
+    thread_local std::vector<uint8_t> tile;
+    tile.resize(static_cast<size_t>(L * a.w_row_bytes));
+    for (int r = 0; r < L; ++r) {
+      std::memcpy(tile.data() + r * a.w_row_bytes, a.w + std::min(row + r, row_end - 1) * a.w_row_bytes,
+                  static_cast<size_t>(a.w_row_bytes));
+    }
+    tokens(tile.data(), row);
   }
 }
 
@@ -519,13 +564,10 @@ struct MaddubsDot {
     if constexpr (kType == DType::kQ8_0) x = _mm256_sign_epi8(x, w.s);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.u, x), _mm256_set1_epi16(1)));
   }
-  // Panels keep the weights as stored (the sign trick needs them signed).
-  template <DType>
-  static __m256i to_panel(__m256i w) {
-    return w;
-  }
-  template <DType kType, class I>
-  static DotW<I> prep_panel(I w) {
+  // Panels hold q8_0 weights as w + 128 (VnniDot's operand); the sign trick needs them signed.
+  template <DType kType>
+  static DotW<__m256i> prep_panel(__m256i w) {
+    if constexpr (kType == DType::kQ8_0) w = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
     return prep<kType>(w);
   }
 };

@@ -120,7 +120,7 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
 }
 
 LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
-    : config_(std::move(config)), weights_(std::move(weights)) {
+    : config_(std::move(config)), weights_(std::move(weights)), packed_(pack_weights(weights_)) {
   for (int layer = 0; layer < config_.n_layers; ++layer) inv_freq_.push_back(config_.rope_inv_freq_of(layer));
 }
 
@@ -208,15 +208,16 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
 
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = weights_.layers[layer];
+    const PackedLayerWeights& P = packed_.layers[layer];
     const trace::Span layer_span(trace_, trace_ ? "layer " + std::to_string(layer) : std::string(), "layer");
     // Attention block. xn = rmsnorm(x)  (T, dim); q (T, q_dim); k, v (T, kv_dim)
     span.emplace(trace_, "qkv", "op");
     for (int64_t t = 0; t < T; ++t) {
       kernels::rmsnorm(x_.data() + t * dim, L.attn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
     }
-    kernels::matmul(L.wq, xn_.data(), q_.data(), T, pool);
-    kernels::matmul(L.wk, xn_.data(), k_.data(), T, pool);
-    kernels::matmul(L.wv, xn_.data(), v_.data(), T, pool);
+    kernels::matmul(P.wq, xn_.data(), q_.data(), T, pool);
+    kernels::matmul(P.wk, xn_.data(), k_.data(), T, pool);
+    kernels::matmul(P.wv, xn_.data(), v_.data(), T, pool);
     add_lora(layer, LoraTarget::kQ, xn_.data(), q_.data(), T, pool);
     add_lora(layer, LoraTarget::kK, xn_.data(), k_.data(), T, pool);
     add_lora(layer, LoraTarget::kV, xn_.data(), v_.data(), T, pool);
@@ -245,7 +246,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     span.emplace(trace_, "attention", "op");
     attention(batch, kv, layer, pool);
     span.emplace(trace_, "wo", "op");
-    kernels::matmul(L.wo, attn_out_.data(), proj_.data(), T, pool);
+    kernels::matmul(P.wo, attn_out_.data(), proj_.data(), T, pool);
     add_lora(layer, LoraTarget::kO, attn_out_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
@@ -258,8 +259,8 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     if (c.moe.enabled()) {  // Mixtral / Qwen-MoE: routed SwiGLU experts (moe.h)
       moe_.forward(c, L.moe, xn_.data(), proj_.data(), T, pool);
     } else {
-      kernels::matmul(L.w_gate, xn_.data(), gate_.data(), T, pool);
-      kernels::matmul(L.w_up, xn_.data(), up_.data(), T, pool);
+      kernels::matmul(P.w_gate, xn_.data(), gate_.data(), T, pool);
+      kernels::matmul(P.w_up, xn_.data(), up_.data(), T, pool);
       add_lora(layer, LoraTarget::kGate, xn_.data(), gate_.data(), T, pool);
       add_lora(layer, LoraTarget::kUp, xn_.data(), up_.data(), T, pool);
       if (c.ffn_activation == FfnActivation::kGeluTanh) {
@@ -268,7 +269,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
         kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
       }
       span.emplace(trace_, "ffn down", "op");
-      kernels::matmul(L.w_down, gate_.data(), proj_.data(), T, pool);
+      kernels::matmul(P.w_down, gate_.data(), proj_.data(), T, pool);
       add_lora(layer, LoraTarget::kDown, gate_.data(), proj_.data(), T, pool);
     }
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
@@ -284,7 +285,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     kernels::rmsnorm(x_.data() + batch.logit_indices[r] * dim, weights_.output_norm.f32(), logit_in_.data() + r * dim,
                      dim, c.norm_eps);
   }
-  kernels::matmul(weights_.output, logit_in_.data(), logits, R, pool);
+  kernels::matmul(packed_.output, logit_in_.data(), logits, R, pool);
   if (c.final_softcap > 0.0f) kernels::softcap(logits, R * c.n_vocab, c.final_softcap);
   return ok_status();
 }

@@ -7,7 +7,8 @@
 // result depends only on its own sequence's tokens, never on the rest of the batch
 // (batch invariance), because every kernel keeps a fixed reduction order per row.
 // Not thread-safe: one thread (the engine's) calls forward(); the work inside runs on the
-// ThreadPool given at construction. Scratch memory is reused across calls.
+// ThreadPool given at construction. Scratch memory is reused across calls. The constructor packs
+// the q8_0/q4_0 matrices once (packed_weights.h).
 #pragma once
 
 #include <memory>
@@ -22,6 +23,7 @@
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/moe.h"
+#include "model/packed_weights.h"
 #include "model/weights.h"
 
 namespace koi::model {
@@ -32,6 +34,8 @@ class LlamaModel {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+  // The per-step matrices as the forward pass reads them (packed once here, packed_weights.h).
+  const PackedWeights& packed() const { return packed_; }
 
   // Shape of a KV cache for this model with the given number of blocks, stored as `dtype`
   // (check_kv_dtype(dtype, config().head_dim) must hold to build a KvCache of it). With
@@ -62,6 +66,7 @@ class LlamaModel {
 
   ModelConfig config_;
   ModelWeights weights_;
+  PackedWeights packed_;  // views into weights_
   std::vector<std::vector<float>> inv_freq_;  // per layer (Gemma 3's local layers rotate apart)
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
