@@ -37,12 +37,20 @@ struct Unpacked {
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
+// The byte shuffle that copies int16 word k of each 128-bit half into all words of that half.
+inline __m256i broadcast_word(int k) { return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8))); }
+
 template <DType kType>
 __attribute__((always_inline)) inline void unpack(const uint8_t* row, int64_t b, Unpacked& u) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   if constexpr (kType == DType::kQ6_K) {
     const auto* w = reinterpret_cast<const BlockQ6_K*>(row) + b;
     const __m256i two = _mm256_set1_epi8(0x03);
+    // The 16 int8 scales, even ones then odd ones, as int16 words: word v of the low 128 bits is
+    // scale 2v, of the high 128 bits scale 2v + 1, so one byte shuffle per vector broadcasts both.
+    const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+    const __m256i scales_eo = _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(scale_bytes, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
@@ -53,11 +61,10 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* row, int64_t b,
         const __m256i high = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * k), two), 4);
         const int v = 4 * h + k;
         u.q[v] = _mm256_or_si256(lows[k], high);
-        u.sc[v] = _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * v + 1]), _mm_set1_epi16(w->scales[2 * v]));
+        u.sc[v] = _mm256_shuffle_epi8(scales_eo, broadcast_word(v));
       }
     }
-    u.corr = _mm256_slli_epi16(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales))), 5);  // 32 * sc
+    u.corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scale_bytes), 5);  // 32 * sc
     u.d = _cvtsh_ss(w->d);
     u.dmin = 0.0f;
   } else {
@@ -77,7 +84,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* row, int64_t b,
     const __m256i scales2 = _mm256_broadcastsi128_si256(scales);
     for (int j = 0; j < 8; ++j) {
       // Bytes 2j, 2j + 1 (int16 lane j) into every lane.
-      u.sc[j] = _mm256_shuffle_epi8(scales2, _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8))));
+      u.sc[j] = _mm256_shuffle_epi8(scales2, broadcast_word(j));
     }
     u.corr = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
     for (int g = 0; g < 4; ++g) {
