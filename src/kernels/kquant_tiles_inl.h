@@ -33,6 +33,7 @@ struct Unpacked {
   __m256i sc[8];
   __m256i corr;
   float d, dmin;
+  uint32_t d_dmin_f16;  // d (low 16 bits) and dmin (high 16 bits; q6_K: 0) as stored
 };
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
@@ -67,6 +68,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* row, int64_t b,
     u.corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scale_bytes), 5);  // 32 * sc
     u.d = _cvtsh_ss(w->d);
     u.dmin = 0.0f;
+    u.d_dmin_f16 = w->d;
   } else {
     using Block = std::conditional_t<kType == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
     const auto* w = reinterpret_cast<const Block*>(row) + b;
@@ -101,6 +103,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* row, int64_t b,
     }
     u.d = _cvtsh_ss(w->d);
     u.dmin = _cvtsh_ss(w->dmin);
+    u.d_dmin_f16 = w->d | static_cast<uint32_t>(w->dmin) << 16;
   }
 }
 
@@ -144,7 +147,7 @@ __attribute__((noinline)) void kquant_decode_tile(const MatmulArgs& a, int64_t r
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i s[T][kKDecodeRows], c[T][kKDecodeRows];
-    alignas(32) float d[kKDecodeRows], dmin[kKDecodeRows];
+    alignas(32) uint32_t d_dmin[kKDecodeRows];
     for (int r = 0; r < kKDecodeRows; ++r) {
       // The same block of the next group of rows, a group ahead: the rows are read as 8
       // interleaved streams, which the hardware prefetchers follow poorly.
@@ -152,13 +155,19 @@ __attribute__((noinline)) void kquant_decode_tile(const MatmulArgs& a, int64_t r
       for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
       Unpacked u;
       unpack<kType>(rows[r], b, u);
-      d[r] = u.d, dmin[r] = u.dmin;
+      d_dmin[r] = u.d_dmin_f16;
       for (int t = 0; t < T; ++t) {
         s[t][r] = dot_block_with<D>(u, x[t][b]);
         c[t][r] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].bsums)), u.corr);
       }
     }
-    const __m256 vd = _mm256_load_ps(d), vdmin = _mm256_load_ps(dmin);
+    // The rows' d halves, then their dmin halves, converted 8 at a time.
+    const __m256i halves = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(d_dmin)),
+                            _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15))),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256 vd = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    const __m256 vdmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
     for (int t = 0; t < T; ++t) {
       const __m256i isum = reduce8(s[t]), corr = reduce8(c[t]);
       const __m256 dx = _mm256_set1_ps(x[t][b].d);
