@@ -7,10 +7,10 @@
 // is unpacked once into 8 vectors of 32 quants (unsigned bytes) and their int16 sub-block scales,
 // then dotted with each token of the batch: maddubs (u8 x s8 into int16 pair sums: at most
 // 63 * 127 * 2, no saturation) and a multiply-add by the scales into int32 lanes (D::madd: madd +
-// add at AVX2, vpdpwssd at AVX-512). The correction terms (q4_K/q5_K
-// mins, q6_K's offset of 32) come from the activation block's bsums. The 8 rows' sums are reduced
-// together into one vector (lane = row) and the contract's float steps run for the 8 rows side by
-// side. All integer sums are exact, so y is bitwise ref::kquant_dot's.
+// add at AVX2, vpdpwssd at AVX-512). The correction terms (q4_K/q5_K mins, q6_K's offset of 32)
+// come from the activation block's bsums. The 8 rows' sums are reduced together into one vector
+// (lane = row) and the contract's float steps run for the 8 rows side by side. All integer sums
+// are exact, so y is bitwise ref::kquant_dot's.
 #include <immintrin.h>
 
 #include <algorithm>
