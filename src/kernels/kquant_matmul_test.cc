@@ -128,16 +128,17 @@ TEST(KQuantMatmul, ReferenceIsTheFloatDotOfItsOperands) {
 }
 
 // Every SIMD level gives ref::kquant_matmul's bits for every row and token, whatever the batch
-// (1 and 3 tokens: the decode path; 17 and 70: the prefill panels, full and partial token tiles),
-// the number of rows (partial row tiles, odd splits across threads) and the thread count; the
-// portable level (dequantize and dot) agrees within kQ8KActivationTolerance.
+// (1, 3 and 7 tokens: the decode path, 7 its largest tile; 17 and 70: the prefill panels, full and
+// partial token tiles), the number of rows (partial 8-row decode groups and row tiles, odd splits
+// across threads) and the thread count; the portable level (dequantize and dot) agrees within
+// kQ8KActivationTolerance.
 TEST(KQuantMatmul, EveryLevelMatchesTheReference) {
   Rng rng(23);
   for (Isa isa : levels()) {
     ScopedIsa scoped(isa);
     for (DType type : kTypes) {
       for (int64_t in : {256, 768, 2304}) {
-        for (int64_t n_tokens : {1, 3, 17, 70}) {
+        for (int64_t n_tokens : {1, 3, 7, 17, 70}) {
           for (int64_t out : {1, 7, 33, 100}) {
             for (bool random_blocks : {false, true}) {
               SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " in " << in

@@ -153,7 +153,7 @@ void kpanel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 
 // From this many tokens the panels pay for their packing; fewer take kquant_rows (the weights
 // read as stored).
-constexpr int64_t kKPanelMinTokens = 8;
+constexpr int64_t kKPanelMinTokens = kKDecodeMaxTokens + 1;
 
 template <class V>
 void kquant_rows_of_type(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
