@@ -43,6 +43,15 @@ Weights random_weights(Rng& rng, DType type, int64_t in, int64_t out) {
 
 // The activations the kernel at `isa` actually multiplies: q8 blocks for quantized weights and
 // bf16-rounded values for bf16 weights at avx512bf16 (see activation_type() in ops.cc).
+// `n_tokens` rows of x ([n_tokens, in]) multiplied one token per call: the decode result every
+// batch must equal bitwise.
+std::vector<float> one_token_at_a_time(const TensorView& w, const std::vector<float>& x, int64_t in, int64_t out,
+                                       int64_t n_tokens) {
+  std::vector<float> y(static_cast<size_t>(n_tokens * out));
+  for (int64_t t = 0; t < n_tokens; ++t) matmul(w, x.data() + t * in, y.data() + t * out, 1, nullptr);
+  return y;
+}
+
 std::vector<float> effective_x(Isa isa, DType type, const std::vector<float>& x, int64_t in) {
   std::vector<float> out = x;
   if (isa != Isa::kPortable && quantized(type)) {
@@ -161,10 +170,7 @@ TEST(Matmul, RowsAreBitwiseIndependentOfBatchAndThreads) {
         const int64_t in = quantized(type) ? 320 : 331;
         Weights w = random_weights(rng, type, in, kOut);
         std::vector<float> x = random_floats(rng, n_tokens * in);
-        std::vector<float> alone(static_cast<size_t>(n_tokens * kOut));
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          matmul(w.view, x.data() + t * in, alone.data() + t * kOut, 1, nullptr);
-        }
+        const std::vector<float> alone = one_token_at_a_time(w.view, x, in, kOut, n_tokens);
         for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           std::vector<float> batched(alone.size());
@@ -197,10 +203,7 @@ TEST(Matmul, QuantizedSmallBatchesAreDecodeBitwise) {
           SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " out " << out << " "
                                           << n_tokens << " tokens");
           std::vector<float> x = random_floats(rng, n_tokens * kIn);
-          std::vector<float> alone(static_cast<size_t>(n_tokens * out));
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            matmul(w.view, x.data() + t * kIn, alone.data() + t * out, 1, nullptr);
-          }
+          const std::vector<float> alone = one_token_at_a_time(w.view, x, kIn, out, n_tokens);
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<float> batched(alone.size());
             matmul(w.view, x.data(), batched.data(), n_tokens, p);
@@ -241,10 +244,7 @@ TEST(Matmul, PackedWeightsGiveTheStoredWeightsResultBitwise) {
           SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(type) << " out " << out << " "
                                           << n_tokens << " tokens");
           std::vector<float> x = random_floats(rng, n_tokens * kIn);
-          std::vector<float> alone(static_cast<size_t>(n_tokens * out));
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            matmul(w.view, x.data() + t * kIn, alone.data() + t * out, 1, nullptr);
-          }
+          const std::vector<float> alone = one_token_at_a_time(w.view, x, kIn, out, n_tokens);
           for (const auto& pool : pools) {
             std::vector<float> y(alone.size());
             matmul(packed, x.data(), y.data(), n_tokens, pool.get());

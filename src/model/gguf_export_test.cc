@@ -129,6 +129,16 @@ class KQuantModelTest : public ::testing::Test {
   std::string dir_;
 };
 
+// sqrt(sum (got - ref)^2 / sum ref^2): the logits' error relative to their size.
+double rms_relative_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  double sq_ref = 0, sq_diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    sq_ref += static_cast<double>(ref[i]) * ref[i];
+    sq_diff += static_cast<double>(got[i] - ref[i]) * (got[i] - ref[i]);
+  }
+  return std::sqrt(sq_diff / sq_ref);
+}
+
 TEST_F(KQuantModelTest, MixedFilesLoadAndRun) {
   const std::vector<int32_t> tokens = {1, 17, 300, 42, 511, 7};
   auto f32 = load_gguf_weights(write(ExportType(DType::kF32)));
@@ -167,12 +177,7 @@ TEST_F(KQuantModelTest, MixedFilesLoadAndRun) {
     const std::vector<float> batched = logits(std::move(*loaded), tokens, true);
     const std::vector<float> stepped = logits(std::move(*again), tokens, false);
     EXPECT_EQ(0, std::memcmp(batched.data(), stepped.data(), batched.size() * sizeof(float)));
-    double sq_ref = 0, sq_diff = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      sq_ref += static_cast<double>(ref[i]) * ref[i];
-      sq_diff += static_cast<double>(batched[i] - ref[i]) * (batched[i] - ref[i]);
-    }
-    const double rms_rel = std::sqrt(sq_diff / sq_ref);
+    const double rms_rel = rms_relative_error(batched, ref);
     std::printf("%s: rms relative logit error %.4f\n", c.type.name().c_str(), rms_rel);
     EXPECT_LT(rms_rel, c.bound);
   }
@@ -214,12 +219,7 @@ TEST_F(KQuantModelTest, Q8AndQ4FilesArePackedOnceAndTheirPagesGivenBack) {
     const std::vector<float> batched = logits(std::move(*loaded_again), tokens, true);
     const std::vector<float> stepped = logits(std::move(*stepped_weights), tokens, false);
     EXPECT_EQ(0, std::memcmp(batched.data(), stepped.data(), batched.size() * sizeof(float)));
-    double sq_ref = 0, sq_diff = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      sq_ref += static_cast<double>(ref[i]) * ref[i];
-      sq_diff += static_cast<double>(batched[i] - ref[i]) * (batched[i] - ref[i]);
-    }
-    const double rms_rel = std::sqrt(sq_diff / sq_ref);
+    const double rms_rel = rms_relative_error(batched, ref);
     std::printf("%s: rms relative logit error %.4f\n", dtype_name(type).data(), rms_rel);
     EXPECT_LT(rms_rel, bound);
   }
