@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <fmt/format.h>
 
 #include "base/file.h"
 #include "tokenizer/load.h"
@@ -100,6 +101,43 @@ TEST(GgufTokenizer, RefusesComponentsItsKeysCannotHold) {
   spec.lstrip_ids.clear();
   spec.kind = TokenizerKind::kUnigram;
   EXPECT_EQ(refusal(spec), "the tokenizer's model is 'Unigram'" + held);
+}
+
+// A Gemma-style metaspace tokenizer.json: spaces replaced by "▁" in the normalizer, then the
+// pre-tokenizer `split` (Gemma's Split on ' '), byte fallback.
+TokenizerSpec gemma_style(const std::string& split) {
+  std::string vocab = R"("<unk>": 0, "<s>": 1)";
+  for (int b = 0; b < 256; ++b) vocab += fmt::format(R"(, "<0x{:02X}>": {})", b, 2 + b);
+  vocab += R"(, "▁": 258, "a": 259, "b": 260, "▁a": 261, "ab": 262, "▁ab": 263)";
+  const std::string json = R"({"added_tokens": [{"id": 0, "content": "<unk>", "special": true},
+      {"id": 1, "content": "<s>", "special": true}],
+    "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+    "pre_tokenizer": )" + split + R"(,
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+      {"type": "ByteFallback"}, {"type": "Fuse"}]},
+    "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": {)" + vocab +
+                           R"(}, "merges": [["▁", "a"], ["a", "b"], ["▁a", "b"]]}})";
+  const std::string dir = make_temp_dir("koi-gguf-tok").value();
+  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
+  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
+  remove_all(dir);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? *spec : TokenizerSpec{};
+}
+
+// Gemma's Split(' ') after its Replace(' ', '▁') normalizer cannot match, so llama.cpp's keys
+// hold the tokenizer whole (no warning), and the file read back encodes the same. An inverted
+// Split keeps only the matches, so it is not a no-op and is named.
+TEST(GgufTokenizer, SpaceSplitAfterTheSpaceReplacementIsNoStep) {
+  const TokenizerSpec spec =
+      gemma_style(R"({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false})");
+  ASSERT_EQ(refusal(spec), "ok");
+  Tokenizer a = Tokenizer::create(spec).value(), b = Tokenizer::create(via_gguf(spec)).value();
+  for (const char* text : {"ab ab  a b", " ab", "ab\xC3\xA9 ab"}) {
+    EXPECT_EQ(a.encode(text, false, false), b.encode(text, false, false)) << text;
+  }
+  EXPECT_EQ(refusal(gemma_style(R"({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+      "invert": true})")).substr(0, 45), "the tokenizer's pre_tokenizer 'Split' (step 1");
 }
 
 // What the llama.cpp keys cannot hold travels whole in Koi's koi.tokenizer.json keys: Koi reads
