@@ -120,3 +120,13 @@ resume_from() {
   grep -q "resuming from .*ckpt-00000010" "$WORK/last.txt" || { echo "FAIL: $name did not resume"; exit 1; }
   [ "$(losses "$WORK/$name" | head -n 1 | cut -d' ' -f1)" -eq 11 ] || { echo "FAIL: $name did not start at 11"; exit 1; }
 }
+
+# freeze_rank RUN STEP PID: once RUN/metrics.jsonl logged STEP (PID: the launcher, which must
+# not exit first), stops rank 1's koi process with SIGSTOP and prints its pid.
+freeze_rank() {
+  wait_for_step "$1" "$2" "$3" >&2
+  local pid
+  pid=$(rank_pid "$1" 1) || { echo "FAIL: rank 1 not found" >&2; return 1; }
+  kill -STOP "$pid"
+  echo "$pid"
+}

@@ -79,9 +79,7 @@ sed -i 's/steps: 20,/steps: 1000000,/' "$RECIPE"
 "${MPIRUN[@]}" -np 2 "$KOI" train --config "$RECIPE" --out "$WORK/frozen" --pp 2 --pp-microbatches 2 \
   --collective-timeout 3 > "$WORK/frozen.txt" 2>&1 &
 job=$!
-wait_for_step "$WORK/frozen" 5 "$job"
-frozen=$(rank_pid "$WORK/frozen" 1) || { echo "FAIL: rank 1 not found"; exit 1; }
-kill -STOP "$frozen"
+frozen=$(freeze_rank "$WORK/frozen" 5 "$job") || exit 1
 rc=0
 wait "$job" || rc=$?
 [ "$rc" -ne 0 ] || { echo "FAIL: mpirun exited 0 with a frozen stage"; exit 1; }

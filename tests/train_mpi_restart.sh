@@ -16,9 +16,7 @@ write_recipe $STEPS 3
 "$KOI" train --config "$RECIPE" --out "$WORK/run" --nproc 2 --max-restarts 2 --collective-timeout 2 \
   > "$WORK/out.txt" 2>&1 &
 supervisor=$!
-wait_for_step "$WORK/run" 30 "$supervisor"
-frozen=$(rank_pid "$WORK/run" 1) || { echo "FAIL: rank 1 not found"; exit 1; }
-kill -STOP "$frozen"
+frozen=$(freeze_rank "$WORK/run" 30 "$supervisor") || exit 1
 rc=0
 wait "$supervisor" || rc=$?
 [ "$rc" -eq 0 ] || { echo "FAIL: the supervised job exited $rc"; cat "$WORK/out.txt"; exit 1; }

@@ -18,6 +18,16 @@ std::string boost_quote(std::string_view text) {
   return boost::json::serialize(boost::json::value(boost::json::string(text)));
 }
 
+// The spec load_hf_tokenizer reads from a folder holding `json` as its tokenizer.json.
+TokenizerSpec read_tokenizer_json(const std::string& json) {
+  const std::string dir = make_temp_dir("koi-gguf-tok").value();
+  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
+  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
+  remove_all(dir);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? *spec : TokenizerSpec{};
+}
+
 // A byte-level BPE tokenizer.json whose pipeline is `pipeline` (normalizer, pre_tokenizer, ...).
 TokenizerSpec byte_level(const std::string& pipeline, bool ignore_merges = false) {
   std::string vocab = R"("<s>": 0)";
@@ -29,12 +39,7 @@ TokenizerSpec byte_level(const std::string& pipeline, bool ignore_merges = false
                            R"(, "model": {"type": "BPE", "vocab": {)" + vocab +
                            R"(}, "merges": [["a", "b"], ["Ġ", "ab"], ["1", "2"]], "ignore_merges": )" +
                            (ignore_merges ? "true" : "false") + "}}";
-  const std::string dir = make_temp_dir("koi-gguf-tok").value();
-  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
-  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
-  remove_all(dir);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  return spec.ok() ? *spec : TokenizerSpec{};
+  return read_tokenizer_json(json);
 }
 
 constexpr std::string_view kGpt2 = R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false,
@@ -117,12 +122,7 @@ TokenizerSpec gemma_style(const std::string& split) {
       {"type": "ByteFallback"}, {"type": "Fuse"}]},
     "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": {)" + vocab +
                            R"(}, "merges": [["▁", "a"], ["a", "b"], ["▁a", "b"]]}})";
-  const std::string dir = make_temp_dir("koi-gguf-tok").value();
-  EXPECT_TRUE(write_file_atomic(path_join(dir, "tokenizer.json"), json).ok());
-  Result<TokenizerSpec> spec = load_hf_tokenizer(dir);
-  remove_all(dir);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  return spec.ok() ? *spec : TokenizerSpec{};
+  return read_tokenizer_json(json);
 }
 
 // Gemma's Split(' ') after its Replace(' ', '▁') normalizer cannot match, so llama.cpp's keys
