@@ -257,6 +257,50 @@ TEST(Matmul, PackedWeightsGiveTheStoredWeightsResultBitwise) {
   }
 }
 
+// Several matrices over one input (q, k, v; gate, up) in one call: each output is bitwise what
+// its own call gives, whether the matrices share one parallel region (panels of one type, groups
+// that end mid-panel and ranges that cross from one matrix into the next) or are run one by one
+// (mixed types, float weights without panels).
+TEST(Matmul, SeveralMatricesOverOneInputGiveEachOnesResultBitwise) {
+  Rng rng(19);
+  constexpr int64_t kIn = 320;
+  const std::vector<std::vector<std::pair<DType, int64_t>>> groups = {
+      {{DType::kQ8_0, 37}, {DType::kQ8_0, 256}, {DType::kQ8_0, 53}},
+      {{DType::kQ4_0, 101}, {DType::kQ4_0, 16}},
+      {{DType::kQ8_0, 40}, {DType::kQ4_0, 24}},
+      {{DType::kF16, 24}, {DType::kQ8_0, 33}},
+  };
+  ThreadPool pool(2);
+  for (const auto& group : groups) {
+    std::vector<Weights> weights;
+    std::vector<PackedMatrix> packed;
+    for (auto [type, out] : group) weights.push_back(random_weights(rng, type, kIn, out));
+    for (const Weights& w : weights) packed.emplace_back(w.view);
+    std::vector<const PackedMatrix*> w_ptrs;
+    for (const PackedMatrix& p : packed) w_ptrs.push_back(&p);
+    for (Isa isa : levels()) {
+      ScopedIsa scoped(isa);
+      for (int64_t n_tokens : {1, 3, 32, 600}) {
+        SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(group[0].first) << " x"
+                                        << group.size() << " " << n_tokens << " tokens");
+        const std::vector<float> x = random_floats(rng, n_tokens * kIn);
+        std::vector<std::vector<float>> together(group.size()), alone(group.size());
+        std::vector<float*> outs;
+        for (size_t i = 0; i < group.size(); ++i) {
+          together[i].assign(static_cast<size_t>(n_tokens * group[i].second), -1.0f);
+          alone[i].resize(together[i].size());
+          outs.push_back(together[i].data());
+          matmul(packed[i], x.data(), alone[i].data(), n_tokens, &pool);
+        }
+        matmul(w_ptrs, x.data(), outs, n_tokens, &pool);
+        for (size_t i = 0; i < group.size(); ++i) {
+          EXPECT_EQ(0, std::memcmp(together[i].data(), alone[i].data(), alone[i].size() * sizeof(float))) << "matrix " << i;
+        }
+      }
+    }
+  }
+}
+
 // Float weights keep their view: no panels, the view's result.
 TEST(Matmul, PackedFloatWeightsAreReadAsStored) {
   Rng rng(17);

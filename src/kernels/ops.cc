@@ -3,7 +3,9 @@
 #include "kernels/ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "base/check.h"
@@ -54,42 +56,65 @@ DType activation_type(Isa isa, DType weight_type) {
   return DType::kF32;
 }
 
-// panels: w in the panel layout (PackedMatrix), or null.
-void simd_matmul(Isa isa, const TensorView& w, const uint32_t* panels, const float* x, float* y, int64_t n_tokens,
-                 ThreadPool* pool) {
-  const int64_t in = w.ne[0], out = w.ne[1];
-  MatmulArgs a{w.type, static_cast<const uint8_t*>(w.data), w.row_bytes(),
-               reinterpret_cast<const uint8_t*>(x), in * 4, y, in, out, n_tokens, panels};
-  const DType act = activation_type(isa, w.type);
-  if (act != DType::kF32) {
-    // Activations are converted once per call into a per-thread buffer that only grows, so the
-    // decode path does not allocate after the first step.
-    thread_local std::vector<uint8_t> scratch;
-    a.x_row_bytes = act == DType::kQ8_0 ? in / kQK8_0 * int64_t{sizeof(ActBlockQ8)} : in * 2;
-    const size_t need = static_cast<size_t>(n_tokens * a.x_row_bytes);
-    if (scratch.size() < need) scratch.resize(need);
-    uint8_t* dst = scratch.data();
-    run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, in * n_tokens, [&](int64_t t_begin, int64_t t_end) {
-      for (int64_t t = t_begin; t < t_end; ++t) {
-        uint8_t* row = dst + t * a.x_row_bytes;
-        if (act == DType::kQ8_0) {
-          avx2::quantize_row_q8(x + t * in, reinterpret_cast<ActBlockQ8*>(row), in);
-        } else {
-          auto* h = reinterpret_cast<uint16_t*>(row);
-          for (int64_t i = 0; i < in; ++i) h[i] = f32_to_bf16(x[t * in + i]);
-        }
+// The arguments of one matmul of w (panels: w in the panel layout, or null) over x as floats.
+MatmulArgs matmul_args(const TensorView& w, const uint32_t* panels, const float* x, float* y, int64_t n_tokens) {
+  const int64_t in = w.ne[0];
+  return MatmulArgs{w.type, static_cast<const uint8_t*>(w.data), w.row_bytes(), reinterpret_cast<const uint8_t*>(x),
+                    in * 4, y, in, w.ne[1], n_tokens, panels};
+}
+
+// Points every a[i] (one weight type, one input) at the input converted to the activation type
+// the level takes for that weight type, when it is not f32. The conversion is done once per call
+// into a per-thread buffer that only grows, so the decode path does not allocate after the first
+// step.
+void convert_activations(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
+  const DType act = activation_type(isa, a[0].type);
+  if (act == DType::kF32) return;
+  const int64_t in = a[0].in, n_tokens = a[0].n_tokens;
+  const auto* x = reinterpret_cast<const float*>(a[0].x);
+  thread_local std::vector<uint8_t> scratch;
+  const int64_t row_bytes = act == DType::kQ8_0 ? in / kQK8_0 * int64_t{sizeof(ActBlockQ8)} : in * 2;
+  const size_t need = static_cast<size_t>(n_tokens * row_bytes);
+  if (scratch.size() < need) scratch.resize(need);
+  uint8_t* dst = scratch.data();
+  run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, in * n_tokens, [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      uint8_t* row = dst + t * row_bytes;
+      if (act == DType::kQ8_0) {
+        avx2::quantize_row_q8(x + t * in, reinterpret_cast<ActBlockQ8*>(row), in);
+      } else {
+        auto* h = reinterpret_cast<uint16_t*>(row);
+        for (int64_t i = 0; i < in; ++i) h[i] = f32_to_bf16(x[t * in + i]);
       }
-    });
-    a.x = dst;
+    }
+  });
+  for (MatmulArgs& m : a) {
+    m.x = dst;
+    m.x_row_bytes = row_bytes;
   }
+}
+
+// The rows of every a[i] through the level's tiles, in one parallel region. Threads take
+// contiguous ranges of 16-row groups (the matrices' groups one after another), so that tiles are
+// full (quantized tiles hold 16 rows at AVX-512, 8 at AVX2; float tiles 6 at AVX-512, 4 at AVX2).
+void simd_matmul(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
+  convert_activations(isa, a, pool);
   auto* rows = isa == Isa::kAvx2     ? &avx2::matmul_rows
                : isa == Isa::kAvx512 ? &avx512::matmul_rows
                                      : &avx512bf16::matmul_rows;
-  // Threads take contiguous ranges of 16-row groups, so that tiles are full (quantized tiles
-  // hold 16 rows at AVX-512, 8 at AVX2; float tiles 6 at AVX-512, 4 at AVX2).
   constexpr int64_t kGroup = 16;
-  run_rows(pool, (out + kGroup - 1) / kGroup, in * out * n_tokens, [&](int64_t g_begin, int64_t g_end) {
-    rows(a, g_begin * kGroup, std::min(g_end * kGroup, out));
+  std::array<int64_t, 4> first_group{};  // first_group[i]: the first group of a[i] in the region
+  KOI_CHECK(a.size() < first_group.size());
+  int64_t work = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    first_group[i + 1] = first_group[i] + (a[i].out + kGroup - 1) / kGroup;
+    work += a[i].in * a[i].out * a[i].n_tokens;
+  }
+  run_rows(pool, first_group[a.size()], work, [&](int64_t g_begin, int64_t g_end) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t begin = std::max(g_begin, first_group[i]), end = std::min(g_end, first_group[i + 1]);
+      if (begin < end) rows(a[i], (begin - first_group[i]) * kGroup, std::min((end - first_group[i]) * kGroup, a[i].out));
+    }
   });
 }
 
@@ -103,14 +128,33 @@ void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens, Thr
   } else if (dtype_is_kquant(w.type)) {
     kquant_matmul(isa, w, x, y, n_tokens, pool);
   } else {
-    simd_matmul(isa, w, nullptr, x, y, n_tokens, pool);
+    MatmulArgs a = matmul_args(w, nullptr, x, y, n_tokens);
+    simd_matmul(isa, std::span(&a, 1), pool);
   }
 }
 
 void matmul(const PackedMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   const Isa isa = active_isa();
   if (w.panels() == nullptr || isa == Isa::kPortable) return matmul(w.view(), x, y, n_tokens, pool);
-  simd_matmul(isa, w.view(), w.panels(), x, y, n_tokens, pool);
+  MatmulArgs a = matmul_args(w.view(), w.panels(), x, y, n_tokens);
+  simd_matmul(isa, std::span(&a, 1), pool);
+}
+
+void matmul(std::span<const PackedMatrix* const> w, const float* x, std::span<float* const> y, int64_t n_tokens,
+            ThreadPool* pool) {
+  KOI_CHECK(w.size() == y.size());
+  const Isa isa = active_isa();
+  std::array<MatmulArgs, 3> args;
+  bool together = isa != Isa::kPortable && w.size() <= args.size();
+  for (size_t i = 0; together && i < w.size(); ++i) {
+    together = w[i]->panels() != nullptr && w[i]->view().type == w[0]->view().type && w[i]->view().ne[0] == w[0]->view().ne[0];
+    if (together) args[i] = matmul_args(w[i]->view(), w[i]->panels(), x, y[i], n_tokens);
+  }
+  if (!together) {
+    for (size_t i = 0; i < w.size(); ++i) matmul(*w[i], x, y[i], n_tokens, pool);
+    return;
+  }
+  simd_matmul(isa, std::span(args.data(), w.size()), pool);
 }
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -160,17 +204,34 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
-  if (active_isa() != Isa::kPortable) return avx2::silu_mul(gate, up, n);
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+namespace {
+
+// fn(begin, end) over [0, n) in ranges that start at multiples of 64 values (so a vector loop's
+// scalar tail is the same values however [0, n) is split), on `pool` when n values of an
+// activation function (counted as 16 multiply-adds each) are worth waking it.
+void elementwise(int64_t n, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kChunk = 64;
+  run_rows(pool, (n + kChunk - 1) / kChunk, 16 * n,
+           [&](int64_t c_begin, int64_t c_end) { fn(c_begin * kChunk, std::min(c_end * kChunk, n)); });
 }
 
-void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+}  // namespace
+
+void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {
+  elementwise(n, pool, [&](int64_t begin, int64_t end) {
+    if (active_isa() != Isa::kPortable) return avx2::silu_mul(gate + begin, up + begin, end - begin);
+    for (int64_t i = begin; i < end; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  });
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
-  }
+  elementwise(n, pool, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = gate[i];
+      gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+    }
+  });
 }
 
 void softcap(float* x, int64_t n, float cap) {

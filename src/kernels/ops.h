@@ -51,12 +51,14 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float*
 // In place: x = softmax(x) over n values.
 void softmax(float* x, int64_t n);
 
-// In place: gate[i] = silu(gate[i]) * up[i].
-void silu_mul(float* gate, const float* up, int64_t n);
+// In place: gate[i] = silu(gate[i]) * up[i]. On `pool` (may be null) when n is large enough to
+// pay for it; the result is bitwise the same either way.
+void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);
 
 // In place: gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (PyTorch's
 // approximate="tanh", Gemma's gelu_pytorch_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+// Threads as silu_mul.
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);
 
 // In place: x[i] = cap * tanh(x[i] / cap) (Gemma 2's attention and final logit soft-capping).
 void softcap(float* x, int64_t n, float cap);

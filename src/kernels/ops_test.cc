@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <vector>
@@ -118,6 +119,26 @@ TEST(Ops, SiluMul) {
       EXPECT_NEAR(gate[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-30) << i;
     }
   });
+}
+
+// On a pool, in ranges: bitwise the one-thread result at every level, sizes that leave a scalar
+// tail included (a split that cut a vector short would change which values take the tail loop).
+TEST(Ops, ActivationsOnAPoolGiveTheOneThreadResultBitwise) {
+  Rng rng(7);
+  ThreadPool pool(2);
+  for (Isa isa : levels()) {
+    ScopedIsa scoped(isa);
+    for (int64_t n : {int64_t{70000}, int64_t{5632 * 32 + 13}}) {
+      const std::vector<float> gate = random_floats(rng, n, 8.0f), up = random_floats(rng, n, 2.0f);
+      for (auto fn : {&silu_mul, &gelu_tanh_mul}) {
+        std::vector<float> alone = gate, on_pool = gate;
+        fn(alone.data(), up.data(), n, nullptr);
+        fn(on_pool.data(), up.data(), n, &pool);
+        EXPECT_EQ(0, std::memcmp(alone.data(), on_pool.data(), alone.size() * sizeof(float)))
+            << isa_name(isa) << " n " << n;
+      }
+    }
+  }
 }
 
 TEST(Ops, GeluTanhMul) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
@@ -44,5 +45,13 @@ class PackedMatrix {
 
 // As matmul(w.view(), ...) (ops.h), bitwise, reading the panels when there are some.
 void matmul(const PackedMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
+
+// y[i] = x w[i]^T for several matrices over one input x (n_tokens x in, the in of every w[i]):
+// q, k and v, or gate and up. Each y[i] is bitwise matmul(*w[i], x, y[i], n_tokens, pool)'s. When
+// every matrix has panels of one type, the activations are converted once and the rows of all
+// the matrices go through one parallel region, so a decode step pays one conversion and one
+// wait for the slowest thread per group instead of one per matrix.
+void matmul(std::span<const PackedMatrix* const> w, const float* x, std::span<float* const> y, int64_t n_tokens,
+            ThreadPool* pool);
 
 }  // namespace koi::kernels

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,18 @@ namespace {
 
 void ensure(std::vector<float>& buf, int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+}
+
+// fn(t_begin, t_end) over [0, T) in token ranges: on `pool` when the batch has enough tokens (a
+// decode step of many sequences, a prompt) to pay for waking it, else on the calling thread. For
+// per-token work, whose result does not depend on the split.
+void over_tokens(int64_t T, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kParallelTokens = 8;
+  if (pool != nullptr && T >= kParallelTokens) {
+    pool->parallel_for(T, fn);
+  } else {
+    fn(0, T);
+  }
 }
 
 void add_bias(float* y, const TensorView& bias, int64_t n_tokens, int64_t width) {
@@ -212,12 +225,14 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     const trace::Span layer_span(trace_, trace_ ? "layer " + std::to_string(layer) : std::string(), "layer");
     // Attention block. xn = rmsnorm(x)  (T, dim); q (T, q_dim); k, v (T, kv_dim)
     span.emplace(trace_, "qkv", "op");
-    for (int64_t t = 0; t < T; ++t) {
-      kernels::rmsnorm(x_.data() + t * dim, L.attn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
-    }
-    kernels::matmul(P.wq, xn_.data(), q_.data(), T, pool);
-    kernels::matmul(P.wk, xn_.data(), k_.data(), T, pool);
-    kernels::matmul(P.wv, xn_.data(), v_.data(), T, pool);
+    over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        kernels::rmsnorm(x_.data() + t * dim, L.attn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
+      }
+    });
+    const kernels::PackedMatrix* qkv[] = {&P.wq, &P.wk, &P.wv};
+    float* qkv_out[] = {q_.data(), k_.data(), v_.data()};
+    kernels::matmul(qkv, xn_.data(), qkv_out, T, pool);
     add_lora(layer, LoraTarget::kQ, xn_.data(), q_.data(), T, pool);
     add_lora(layer, LoraTarget::kK, xn_.data(), k_.data(), T, pool);
     add_lora(layer, LoraTarget::kV, xn_.data(), v_.data(), T, pool);
@@ -231,17 +246,19 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     // LongRoPE's attention factor multiplies cos and sin of q and k, so q.k by its square.
     const float q_factor = c.rope_attn_factor * c.rope_attn_factor;
     const float* inv_freq = inv_freq_[layer].data();
-    for (int64_t t = 0; t < T; ++t) {
-      const int32_t pos = batch.positions[t];
-      kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq, c.rope_style);
-      kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq, c.rope_style);
-      if (q_factor != 1.0f) {
-        for (int64_t i = 0; i < qd; ++i) q_[t * qd + i] *= q_factor;
+    over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        const int32_t pos = batch.positions[t];
+        kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq, c.rope_style);
+        kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq, c.rope_style);
+        if (q_factor != 1.0f) {
+          for (int64_t i = 0; i < qd; ++i) q_[t * qd + i] *= q_factor;
+        }
+        const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], ks, layer);
+        const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
+        kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
       }
-      const std::span<const int32_t> bt = table_of(batch.sequences[batch.seq_index[t]], ks, layer);
-      const int64_t slot = static_cast<int64_t>(bt[pos / ks.block_size]) * ks.block_size + pos % ks.block_size;
-      kv.write(layer, slot, k_.data() + t * kvd, v_.data() + t * kvd);
-    }
+    });
     if (batch.on_layer_kv_written) batch.on_layer_kv_written(layer);
     span.emplace(trace_, "attention", "op");
     attention(batch, kv, layer, pool);
@@ -249,24 +266,29 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     kernels::matmul(P.wo, attn_out_.data(), proj_.data(), T, pool);
     add_lora(layer, LoraTarget::kO, attn_out_.data(), proj_.data(), T, pool);
     if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
-    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
 
     // Feed-forward block (SwiGLU, or GeGLU for Gemma): x += down(act(gate(xn)) * up(xn))   gate, up (T, ffn)
     span.emplace(trace_, "ffn up", "op");
-    for (int64_t t = 0; t < T; ++t) {
-      kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
-    }
+    over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        float* x = x_.data() + t * dim;
+        const float* proj = proj_.data() + t * dim;
+        for (int64_t i = 0; i < dim; ++i) x[i] += proj[i];
+        kernels::rmsnorm(x, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
+      }
+    });
     if (c.moe.enabled()) {  // Mixtral / Qwen-MoE: routed SwiGLU experts (moe.h)
       moe_.forward(c, L.moe, xn_.data(), proj_.data(), T, pool);
     } else {
-      kernels::matmul(P.w_gate, xn_.data(), gate_.data(), T, pool);
-      kernels::matmul(P.w_up, xn_.data(), up_.data(), T, pool);
+      const kernels::PackedMatrix* gate_up[] = {&P.w_gate, &P.w_up};
+      float* gate_up_out[] = {gate_.data(), up_.data()};
+      kernels::matmul(gate_up, xn_.data(), gate_up_out, T, pool);
       add_lora(layer, LoraTarget::kGate, xn_.data(), gate_.data(), T, pool);
       add_lora(layer, LoraTarget::kUp, xn_.data(), up_.data(), T, pool);
       if (c.ffn_activation == FfnActivation::kGeluTanh) {
-        kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn);
+        kernels::gelu_tanh_mul(gate_.data(), up_.data(), T * ffn, pool);
       } else {
-        kernels::silu_mul(gate_.data(), up_.data(), T * ffn);
+        kernels::silu_mul(gate_.data(), up_.data(), T * ffn, pool);
       }
       span.emplace(trace_, "ffn down", "op");
       kernels::matmul(P.w_down, gate_.data(), proj_.data(), T, pool);
