@@ -506,9 +506,12 @@ void quant_panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
           const int r = tile_row + p * L;
           w[p] = {group + r / kPanelRows * panel_stride, r % kPanelRows};
         }
+        // The pass's tokens in token_tiles tiles of sizes that differ by at most one (32 tokens at
+        // kMaxT 5: 5 5 5 5 4 4 4, not 5 5 5 5 5 5 2, whose last tile keeps too few dots in flight).
+        const int64_t chunk_tokens = chunk_end - chunk;
         for (int64_t tile = 0; tile < token_tiles; ++tile) {
-          const int64_t tok = chunk + tile * kMaxT;
-          const int nt = static_cast<int>(std::min<int64_t>(kMaxT, chunk_end - tok));
+          const int64_t tok = chunk + tile * chunk_tokens / token_tiles;
+          const int nt = static_cast<int>(chunk + (tile + 1) * chunk_tokens / token_tiles - tok);
           const int64_t step0 = (tile_row / kTileRows * token_tiles + tile) * n_blocks;
           kTiles[(vectors - 1) * kMaxT + nt - 1](a, w, row + tile_row, nr, tok, next, step0);
         }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,6 +106,8 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // The file's read-only shared mapping, which the tensors' bytes lie in (empty for parse()).
+  std::span<const uint8_t> mapped_bytes() const { return {file_.data(), file_.size()}; }
 
  private:
   GgufFile() = default;

@@ -392,6 +392,7 @@ Result<LoadedWeights> load_gguf_weights(const std::string& path) {
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(gguf);
+  if (!gguf->mapped_bytes().empty()) w.file_mappings.push_back(gguf->mapped_bytes());
   auto get = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf->find_tensor(name);
     return t != nullptr ? t->view : TensorView{};
@@ -724,6 +725,9 @@ Result<LoadedWeights> load_hf_weights(const std::string& dir) {
   out.config = config;
   ModelWeights& w = out.weights;
   w.storage.push_back(model);
+  for (std::span<const uint8_t> shard : model->mapped_bytes()) {
+    if (!shard.empty()) w.file_mappings.push_back(shard);
+  }
   auto get = [&](const std::string& name) {
     const SafetensorsTensor* t = model->find(name);
     return t != nullptr ? t->view : TensorView{};

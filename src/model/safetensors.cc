@@ -262,6 +262,12 @@ std::vector<std::string> SafetensorsModel::tensor_names() const {
   return out;
 }
 
+std::vector<std::span<const uint8_t>> SafetensorsModel::mapped_bytes() const {
+  std::vector<std::span<const uint8_t>> out;
+  for (const SafetensorsFile& shard : shards_) out.push_back(shard.mapped_bytes());
+  return out;
+}
+
 // ---- write_safetensors -------------------------------------------------------------------
 
 Status write_safetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& tensors,

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // The path given to open(), or the name given to parse().
   const std::string& path() const { return path_; }
+  // The file's read-only shared mapping, which the tensors' bytes lie in (empty for parse()).
+  std::span<const uint8_t> mapped_bytes() const { return {file_.data(), file_.size()}; }
 
  private:
   SafetensorsFile() = default;
@@ -66,6 +69,8 @@ class SafetensorsModel {
   const SafetensorsTensor* find(std::string_view name) const;
   // Sorted.
   std::vector<std::string> tensor_names() const;
+  // The shards' mappings (SafetensorsFile::mapped_bytes).
+  std::vector<std::span<const uint8_t>> mapped_bytes() const;
 
  private:
   SafetensorsModel() = default;

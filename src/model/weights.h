@@ -7,7 +7,9 @@
 #pragma once
 
 #include <any>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,9 @@ struct ModelWeights {
 
   // Keeps the storage alive: mapped files and owned buffers, type-erased.
   std::vector<std::shared_ptr<const void>> storage;
+  // The read-only shared mappings of model files among the storage: the pages of a tensor that
+  // lies in one may be given back (madvise), and read again they fault back in from the file.
+  std::vector<std::span<const uint8_t>> file_mappings;
 
   // Adds an owned buffer and returns a pointer to its bytes.
   template <typename T>
