@@ -1,5 +1,6 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -62,6 +63,21 @@ void ThreadPool::run(const Fn& fn) {
     return;
   }
   run_items(num_threads_, [&](int64_t i) { fn(static_cast<int>(i), num_threads_); });
+}
+
+void ThreadPool::range_ends(int64_t n, std::vector<int64_t>& ends) const {
+  ends.clear();
+  const int64_t equal = n < kRangesPerThread * num_threads_ ? n : kRangesPerThread * num_threads_;
+  const int64_t taper = 2 * int64_t{num_threads_};
+  int64_t begin = 0;
+  for (int64_t i = 0; begin < n; ++i) {
+    // Equal ranges (ends n (i + 1) / equal) while the rest is at least `taper` of them.
+    const int64_t end_equal = i < equal ? n * (i + 1) / equal : n;
+    const int64_t rest = n - begin;
+    const int64_t end = rest * equal >= taper * n ? end_equal : std::min(end_equal, begin + std::max<int64_t>(1, rest / taper));
+    ends.push_back(end);
+    begin = end;
+  }
 }
 
 void ThreadPool::claim_items() {

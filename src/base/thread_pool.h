@@ -44,8 +44,12 @@ class ThreadPool {
   // at most one range, large enough that claiming one (an atomic add) costs nothing next to it.
   static constexpr int64_t kRangesPerThread = 8;
 
-  // Splits [0, n) into min(n, kRangesPerThread * num_threads()) contiguous ranges of equal size
-  // (to one) and calls fn(begin, end) once per range, on whichever thread claims it.
+  // Splits [0, n) into contiguous ranges that depend only on n and num_threads() and calls
+  // fn(begin, end) once per range, on whichever thread claims it. The ranges are at most
+  // n / (kRangesPerThread * num_threads()) long (to one), and taper off once what is left is
+  // less than 2 num_threads() of those: each then takes 1 / (2 num_threads()) of the rest, at
+  // least 1. So the thread that claims the last range waits for the others at most about that
+  // small range, not a whole 1 / (kRangesPerThread * num_threads()) of the op.
   template <typename F>
   void parallel_for(int64_t n, F&& fn) {
     if (n <= 0) return;
@@ -53,9 +57,12 @@ class ThreadPool {
       fn(int64_t{0}, n);
       return;
     }
-    const int64_t ranges = n < kRangesPerThread * num_threads_ ? n : kRangesPerThread * num_threads_;
-    run_items(ranges, [&](int64_t i) { fn(n * i / ranges, n * (i + 1) / ranges); });
+    range_ends(n, range_ends_);
+    const std::vector<int64_t>& ends = range_ends_;
+    run_items(static_cast<int64_t>(ends.size()), [&](int64_t i) { fn(i == 0 ? 0 : ends[i - 1], ends[i]); });
   }
+  // The ends of parallel_for's ranges over [0, n) on this pool, in order (the last is n).
+  void range_ends(int64_t n, std::vector<int64_t>& ends) const;
 
   static int physical_cores();
 
@@ -68,6 +75,7 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  std::vector<int64_t> range_ends_;  // parallel_for's, reused (one caller at a time)
   // The open job: written by the caller before it opens the job (open_), read by the workers
   // that saw it open.
   const ItemFn* item_fn_ = nullptr;

@@ -48,8 +48,23 @@ TEST(ThreadPoolTest, ParallelForRangesDependOnlyOnNAndThreads) {
         ranges.emplace_back(b, e);
       });
       std::sort(ranges.begin(), ranges.end());
-      ASSERT_EQ(static_cast<int64_t>(ranges.size()), std::min<int64_t>(n, 3 * ThreadPool::kRangesPerThread));
-      if (call == 0) first = ranges;
+      if (call == 0) {
+        first = ranges;
+        // Contiguous, non-empty, none longer than an equal split's; the last ones shorter.
+        const int64_t longest = (n + 3 * ThreadPool::kRangesPerThread - 1) / (3 * ThreadPool::kRangesPerThread);
+        std::vector<int64_t> ends;
+        pool.range_ends(n, ends);
+        ASSERT_EQ(ranges.size(), ends.size());
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          EXPECT_EQ(ranges[i].first, i == 0 ? 0 : ranges[i - 1].second);
+          EXPECT_EQ(ranges[i].second, ends[i]);
+          EXPECT_GT(ranges[i].second, ranges[i].first);
+          EXPECT_LE(ranges[i].second - ranges[i].first, longest);
+        }
+        EXPECT_EQ(ranges.back().second, n);
+        EXPECT_EQ(ranges.back().second - ranges.back().first, 1) << "n=" << n << ": the last range tapers to one";
+        if (n >= 1000) EXPECT_LT(static_cast<int64_t>(ranges.size()), 3 * ThreadPool::kRangesPerThread + 32);
+      }
       ASSERT_EQ(ranges, first) << "n=" << n << " call " << call;
     }
   }
