@@ -74,7 +74,8 @@ void ThreadPool::range_ends(int64_t n, std::vector<int64_t>& ends) const {
     // Equal ranges (ends n (i + 1) / equal) while the rest is at least `taper` of them.
     const int64_t end_equal = i < equal ? n * (i + 1) / equal : n;
     const int64_t rest = n - begin;
-    const int64_t end = rest * equal >= taper * n ? end_equal : std::min(end_equal, begin + std::max<int64_t>(1, rest / taper));
+    const int64_t tapered = begin + std::max<int64_t>(1, rest / taper);
+    const int64_t end = rest * equal >= taper * n ? end_equal : std::min(end_equal, tapered);
     ends.push_back(end);
     begin = end;
   }

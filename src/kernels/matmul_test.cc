@@ -294,7 +294,8 @@ TEST(Matmul, SeveralMatricesOverOneInputGiveEachOnesResultBitwise) {
         }
         matmul(w_ptrs, x.data(), outs, n_tokens, &pool);
         for (size_t i = 0; i < group.size(); ++i) {
-          EXPECT_EQ(0, std::memcmp(together[i].data(), alone[i].data(), alone[i].size() * sizeof(float))) << "matrix " << i;
+          EXPECT_EQ(0, std::memcmp(together[i].data(), alone[i].data(), alone[i].size() * sizeof(float)))
+              << "matrix " << i;
         }
       }
     }

@@ -115,7 +115,8 @@ void simd_matmul(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
   run_rows(pool, first_group[a.size()], work, [&](int64_t g_begin, int64_t g_end) {
     for (size_t i = 0; i < a.size(); ++i) {
       const int64_t begin = std::max(g_begin, first_group[i]), end = std::min(g_end, first_group[i + 1]);
-      if (begin < end) rows(a[i], (begin - first_group[i]) * kGroup, std::min((end - first_group[i]) * kGroup, a[i].out));
+      if (begin >= end) continue;
+      rows(a[i], (begin - first_group[i]) * kGroup, std::min((end - first_group[i]) * kGroup, a[i].out));
     }
   });
 }
@@ -145,12 +146,14 @@ void matmul(const PackedMatrix& w, const float* x, float* y, int64_t n_tokens, T
 void matmul(std::span<const PackedMatrix* const> w, const float* x, std::span<float* const> y, int64_t n_tokens,
             ThreadPool* pool) {
   KOI_CHECK(w.size() == y.size());
+  if (w.empty()) return;
   const Isa isa = active_isa();
   std::array<MatmulArgs, 3> args;
   bool together = isa != Isa::kPortable && w.size() <= args.size();
   for (size_t i = 0; together && i < w.size(); ++i) {
-    together = w[i]->panels() != nullptr && w[i]->view().type == w[0]->view().type && w[i]->view().ne[0] == w[0]->view().ne[0];
-    if (together) args[i] = matmul_args(w[i]->view(), w[i]->panels(), x, y[i], n_tokens);
+    const TensorView& v = w[i]->view();
+    together = w[i]->panels() != nullptr && v.type == w[0]->view().type && v.ne[0] == w[0]->view().ne[0];
+    if (together) args[i] = matmul_args(v, w[i]->panels(), x, y[i], n_tokens);
   }
   if (!together) {
     for (size_t i = 0; i < w.size(); ++i) matmul(*w[i], x, y[i], n_tokens, pool);

@@ -32,7 +32,9 @@ PackedWeights pack_weights(const ModelWeights& w) {
     kernels::PackedMatrix m(view);
     if (m.panels() != nullptr) {
       out.packed_bytes += m.packed_bytes();
-      if (view.data != w.token_embd.data) out.released_bytes += release_pages(w.file_mappings, view.data, view.num_bytes());
+      if (view.data != w.token_embd.data) {
+        out.released_bytes += release_pages(w.file_mappings, view.data, view.num_bytes());
+      }
     }
     return m;
   };
