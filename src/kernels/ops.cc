@@ -77,8 +77,9 @@ void convert_activations(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
   const size_t need = static_cast<size_t>(n_tokens * row_bytes);
   if (scratch.size() < need) scratch.resize(need);
   uint8_t* dst = scratch.data();
-  // A value's conversion (block maximum, scale, round, pack, sum) counted as 16 multiply-adds:
-  // a 2048-wide row takes about 0.3 us on one Zen 4/5 thread, so 32 rows are worth two threads.
+  // A value's conversion (block maximum, scale, round, pack, sum) counted as 16 multiply-adds
+  // (a 2048-wide row takes about 0.3 us on one Zen 4/5 thread), so the pool takes 8K values and
+  // up: from 4 rows of 2048.
   run_rows(n_tokens > 1 ? pool : nullptr, n_tokens, 16 * in * n_tokens, [&](int64_t t_begin, int64_t t_end) {
     for (int64_t t = t_begin; t < t_end; ++t) {
       uint8_t* row = dst + t * row_bytes;
