@@ -42,11 +42,6 @@ void per_head_rmsnorm(float* x, const TensorView& weight, int64_t n_tokens, int6
   }
 }
 
-// Gemma 2's post-norms: each of the n_tokens rows of y (width dim) is RMS-normalised, in place.
-void rmsnorm_rows(float* y, const TensorView& weight, int64_t n_tokens, int64_t dim, float eps) {
-  for (int64_t t = 0; t < n_tokens; ++t) kernels::rmsnorm(y + t * dim, weight.f32(), y + t * dim, dim, eps);
-}
-
 }  // namespace
 
 Status check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> ne,
@@ -219,6 +214,11 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   }
   span.reset();
 
+  // One token's residual: x += proj, proj first RMS-normalised in place by Gemma 2's post-norm.
+  const auto add_residual = [&](float* x, float* proj, const TensorView& post_norm) {
+    if (c.post_norms) kernels::rmsnorm(proj, post_norm.f32(), proj, dim, c.norm_eps);
+    for (int64_t i = 0; i < dim; ++i) x[i] += proj[i];
+  };
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = weights_.layers[layer];
     const PackedLayerWeights& P = packed_.layers[layer];
@@ -265,16 +265,13 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     span.emplace(trace_, "wo", "op");
     kernels::matmul(P.wo, attn_out_.data(), proj_.data(), T, pool);
     add_lora(layer, LoraTarget::kO, attn_out_.data(), proj_.data(), T, pool);
-    if (c.post_norms) rmsnorm_rows(proj_.data(), L.attn_post_norm, T, dim, c.norm_eps);
 
     // Feed-forward block (SwiGLU, or GeGLU for Gemma): x += down(act(gate(xn)) * up(xn))   gate, up (T, ffn)
     span.emplace(trace_, "ffn up", "op");
     over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
-        float* x = x_.data() + t * dim;
-        const float* proj = proj_.data() + t * dim;
-        for (int64_t i = 0; i < dim; ++i) x[i] += proj[i];
-        kernels::rmsnorm(x, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
+        add_residual(x_.data() + t * dim, proj_.data() + t * dim, L.attn_post_norm);
+        kernels::rmsnorm(x_.data() + t * dim, L.ffn_norm.f32(), xn_.data() + t * dim, dim, c.norm_eps);
       }
     });
     if (c.moe.enabled()) {  // Mixtral / Qwen-MoE: routed SwiGLU experts (moe.h)
@@ -294,8 +291,11 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
       kernels::matmul(P.w_down, gate_.data(), proj_.data(), T, pool);
       add_lora(layer, LoraTarget::kDown, gate_.data(), proj_.data(), T, pool);
     }
-    if (c.post_norms) rmsnorm_rows(proj_.data(), L.ffn_post_norm, T, dim, c.norm_eps);
-    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+    over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        add_residual(x_.data() + t * dim, proj_.data() + t * dim, L.ffn_post_norm);
+      }
+    });
     span.reset();  // inside the layer's span
   }
   span.emplace(trace_, "head", "layer");
