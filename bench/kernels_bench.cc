@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,11 +70,14 @@ Weights make_weights(DType type, int64_t in, int64_t out, bool cold) {
   return w;
 }
 
-void BM_Matmul(benchmark::State& state, DType type) {
+enum class Cache { kStreamSmallBatches, kHot };
+
+void BM_Matmul(benchmark::State& state, DType type, Cache cache = Cache::kStreamSmallBatches) {
   const int64_t in = state.range(0), out = state.range(1), n_tokens = state.range(2);
   const bool decode = n_tokens == 1;
-  // Decode and small batches stream their weights from memory, as a batched decode step does.
-  Weights w = make_weights(type, in, out, n_tokens <= kSmallBatchTokens);
+  // Decode and small batches stream their weights from memory, as a batched decode step does
+  // (unless kHot: the same matrix every iteration, from cache as far as it fits).
+  Weights w = make_weights(type, in, out, cache == Cache::kStreamSmallBatches && n_tokens <= kSmallBatchTokens);
   std::vector<float> x(static_cast<size_t>(in * n_tokens)), y(static_cast<size_t>(out * n_tokens));
   Rng rng(2);
   for (float& v : x) v = static_cast<float>(rng.normal());
@@ -127,6 +131,8 @@ void small_batches(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(BM_Matmul, small_q8_0, DType::kQ8_0)->Apply(small_batches);
 BENCHMARK_CAPTURE(BM_Matmul, small_q4_0, DType::kQ4_0)->Apply(small_batches);
+// The same with the weights in cache: the tiles' own speed, without streaming them from memory.
+BENCHMARK_CAPTURE(BM_Matmul, small_hot_q8_0, DType::kQ8_0, Cache::kHot)->Apply(small_batches);
 
 // The int8 ceiling the quantized matmuls are measured against: every pool thread runs 12
 // independent chains of 512-bit vpdpbusd in registers (64 multiply-adds each), no memory.
@@ -152,8 +158,16 @@ void BM_Int8Peak(benchmark::State& state) {
     return;
   }
   std::vector<int32_t> out(static_cast<size_t>(pool().num_threads()));
+  std::atomic<int> arrived{0};
   for (auto _ : state) {
-    pool().run([&](int thread_idx, int) { int8_chains(kSteps, &out[static_cast<size_t>(thread_idx)]); });
+    arrived.store(0);
+    pool().run([&](int thread_idx, int num_threads) {
+      // Start together: the pool hands a late worker's item to a thread that is done with its
+      // own, which would measure one core running two chains' worth instead of all cores at once.
+      arrived.fetch_add(1);
+      while (arrived.load() < num_threads) {}
+      int8_chains(kSteps, &out[static_cast<size_t>(thread_idx)]);
+    });
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GMAC/s"] = benchmark::Counter(64.0 * 12 * kSteps * pool().num_threads() * 1e-9,

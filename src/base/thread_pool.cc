@@ -1,5 +1,8 @@
 #include "base/thread_pool.h"
 
+#include <sched.h>
+#include <sys/sysinfo.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -24,20 +27,63 @@ inline void cpu_relax() {
 // machine is oversubscribed (then every wait falls through to the futex).
 constexpr int kSpinIterations = 4000;
 
+// The physical core a CPU belongs to ("package:core", from sysfs), or "" when unknown.
+std::string core_of(int cpu) {
+  const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  std::ifstream package(dir + "physical_package_id"), core(dir + "core_id");
+  std::string p, c;
+  if (!(package >> p) || !(core >> c)) return "";
+  return p + ":" + c;
+}
+
+std::vector<int> cpus_in(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// The CPUs this thread could use before a pool pinned it (empty: not pinned), so that a second
+// pool with the same caller (a draft model's beside the target's) picks the same CPUs.
+thread_local std::vector<int> t_cpus_before_pin;
+
+void set_cpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);  // a refusal leaves the thread where it may run: no harm
+}
+
+// `n` CPUs of `allowed` for the pool's threads: `first` (the caller's), then CPUs of cores not
+// yet taken, then the cores' other hardware threads.
+std::vector<int> pin_order(const std::vector<int>& allowed, int first, int n) {
+  std::vector<int> order;
+  std::set<std::string> cores;
+  const auto take = [&](int cpu) {
+    order.push_back(cpu);
+    cores.insert(core_of(cpu));
+  };
+  take(std::find(allowed.begin(), allowed.end(), first) != allowed.end() ? first : allowed.front());
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int cpu : allowed) {
+      if (static_cast<int>(order.size()) == n) return order;
+      const bool taken = std::find(order.begin(), order.end(), cpu) != order.end();
+      const std::string core = core_of(cpu);
+      if (!taken && (pass == 1 || core.empty() || cores.count(core) == 0)) take(cpu);
+    }
+  }
+  return order;
+}
+
 }  // namespace
 
 int ThreadPool::physical_cores() {
-  // Count distinct (physical id, core id) pairs; fall back to hardware_concurrency.
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::pair<std::string, std::string>> cores;
-  std::string line, phys = "0";
-  while (std::getline(in, line)) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    std::string val = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "physical id") phys = val;
-    if (key == "core id") cores.emplace(phys, val);
+  std::set<std::string> cores;
+  const int configured = get_nprocs_conf();
+  for (int cpu = 0; cpu < configured; ++cpu) {
+    std::string core = core_of(cpu);
+    if (!core.empty()) cores.insert(std::move(core));
   }
   int n = static_cast<int>(cores.size());
   int hw = static_cast<int>(std::thread::hardware_concurrency());
@@ -45,9 +91,11 @@ int ThreadPool::physical_cores() {
   return n > 0 ? n : 1;
 }
 
-ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : physical_cores()) {
-  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int num_threads, Placement placement)
+    : num_threads_(num_threads > 0 ? num_threads : physical_cores()),
+      placement_(placement),
+      worker_cpus_(static_cast<size_t>(num_threads_ - 1)) {
+  for (int w = 0; w + 1 < num_threads_; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -55,6 +103,29 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1);
   generation_.notify_all();
   for (auto& w : workers_) w.join();
+  if (pinned_ && pinned_caller_ == std::this_thread::get_id() && !t_cpus_before_pin.empty()) {
+    set_cpus(t_cpus_before_pin);
+    t_cpus_before_pin.clear();
+  }
+}
+
+void ThreadPool::pin_caller() {
+  pinned_caller_ = std::this_thread::get_id();
+  pinned_ = false;
+  std::vector<int> allowed = t_cpus_before_pin;
+  if (allowed.empty()) {
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) return;
+    allowed = cpus_in(mask);
+  }
+  if (static_cast<int>(allowed.size()) < num_threads_) return;
+  const std::vector<int> order = pin_order(allowed, sched_getcpu(), num_threads_);
+  if (static_cast<int>(order.size()) < num_threads_) return;
+  t_cpus_before_pin = allowed;
+  pinned_ = true;
+  set_cpus({order[0]});
+  for (size_t w = 0; w < worker_cpus_.size(); ++w) worker_cpus_[w] = order[w + 1];
+  pin_epoch_.fetch_add(1, std::memory_order_release);
 }
 
 void ThreadPool::run(const Fn& fn) {
@@ -95,6 +166,7 @@ void ThreadPool::claim_items() {
 // caller looks, and one that arrives later sees it closed and touches nothing of it. (It may see
 // the next job open instead and join that one, which is as good.)
 void ThreadPool::run_items(int64_t n, const ItemFn& item) {
+  if (placement_ == Placement::kPinned && pinned_caller_ != std::this_thread::get_id()) pin_caller();
   item_fn_ = &item;
   num_items_ = n;
   next_item_.store(0, std::memory_order_relaxed);
@@ -114,8 +186,8 @@ void ThreadPool::run_items(int64_t n, const ItemFn& item) {
   }
 }
 
-void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+void ThreadPool::worker_loop(int worker) {
+  uint64_t seen = 0, pinned_epoch = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
@@ -128,6 +200,10 @@ void ThreadPool::worker_loop() {
     }
     seen = gen;
     if (stop_.load()) return;
+    if (const uint64_t epoch = pin_epoch_.load(std::memory_order_acquire); epoch != pinned_epoch) {
+      pinned_epoch = epoch;
+      set_cpus({worker_cpus_[static_cast<size_t>(worker)].load(std::memory_order_relaxed)});
+    }
     active_.fetch_add(1);
     if (open_.load()) claim_items();
     if (active_.fetch_sub(1) == 1) active_.notify_all();

@@ -14,6 +14,17 @@
 // hundreds of small operations does not pay a futex round trip per operation.
 // One caller at a time: run() is not reentrant and must not be called from two threads at
 // once (the engine thread owns its pool). Destruction joins the workers.
+//
+// Placement::kPinned gives each of the pool's threads a CPU of its own, so that another busy
+// process shares a core with one of them rather than the scheduler stacking two of them on one
+// core beside it (pp512 beside a CPU burner: 1.45-1.55x slower pinned, 1.6-1.9x floating; see
+// bench/README.md). The pinning happens at the first job a thread calls: that caller stays on
+// the CPU it is running on and the workers take other CPUs the caller may use, one per
+// physical core before any core's second hardware thread. When the caller may use fewer CPUs
+// than the pool has threads, nothing is pinned. A caller that is pinned keeps its CPU until
+// the pool is destroyed on that same thread (which restores its CPUs), and threads it starts
+// meanwhile inherit that one CPU. A second pinned pool with the same caller (a draft model's
+// beside the target's) picks the same CPUs.
 #pragma once
 
 #include <atomic>
@@ -27,9 +38,10 @@ namespace koi {
 class ThreadPool {
  public:
   using Fn = std::function<void(int thread_idx, int num_threads)>;
+  enum class Placement { kFloat, kPinned };
 
   // num_threads <= 0 means the number of physical cores.
-  explicit ThreadPool(int num_threads = 0);
+  explicit ThreadPool(int num_threads = 0, Placement placement = Placement::kFloat);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -71,7 +83,9 @@ class ThreadPool {
   // Runs item(i) for i in [0, n) on the caller and the workers that join; see the header comment.
   void run_items(int64_t n, const ItemFn& item);
   void claim_items();
-  void worker_loop();
+  void worker_loop(int worker);
+  // Placement::kPinned: pins the calling thread and picks the workers' CPUs (see above).
+  void pin_caller();
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -85,6 +99,14 @@ class ThreadPool {
   std::atomic<int> active_{0};       // workers inside claim_items() or about to check open_
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  // Placement. pinned_caller_: the thread the CPUs were last picked for; pinned_: whether they
+  // were (enough CPUs). worker_cpus_[w]: worker w's CPU, applied by the worker itself when
+  // pin_epoch_ moves past what it saw.
+  Placement placement_;
+  std::thread::id pinned_caller_;
+  bool pinned_ = false;
+  std::vector<std::atomic<int>> worker_cpus_;
+  std::atomic<uint64_t> pin_epoch_{0};
 };
 
 }  // namespace koi

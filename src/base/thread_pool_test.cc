@@ -1,10 +1,13 @@
 #include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -63,7 +66,9 @@ TEST(ThreadPoolTest, ParallelForRangesDependOnlyOnNAndThreads) {
         }
         EXPECT_EQ(ranges.back().second, n);
         EXPECT_EQ(ranges.back().second - ranges.back().first, 1) << "n=" << n << ": the last range tapers to one";
-        if (n >= 1000) EXPECT_LT(static_cast<int64_t>(ranges.size()), 3 * ThreadPool::kRangesPerThread + 32);
+        if (n >= 1000) {
+          EXPECT_LT(static_cast<int64_t>(ranges.size()), 3 * ThreadPool::kRangesPerThread + 32);
+        }
       }
       ASSERT_EQ(ranges, first) << "n=" << n << " call " << call;
     }
@@ -90,6 +95,76 @@ TEST(ThreadPoolTest, AStalledThreadLeavesItsShareToTheOthers) {
 }
 
 TEST(ThreadPoolTest, PhysicalCoresIsPositive) { EXPECT_GE(ThreadPool::physical_cores(), 1); }
+
+// The CPUs the calling thread may run on.
+std::vector<int> my_cpus() {
+  cpu_set_t set;
+  EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Each thread's CPUs while it ran an item of `rounds` jobs in which every thread takes one (the
+// items wait for each other, so none can take two).
+std::map<std::thread::id, std::vector<int>> cpus_per_thread(ThreadPool& pool, int rounds) {
+  std::mutex mu;
+  std::map<std::thread::id, std::vector<int>> cpus;
+  for (int round = 0; round < rounds; ++round) {
+    std::atomic<int> arrived{0};
+    pool.run([&](int, int n) {
+      arrived.fetch_add(1);
+      while (arrived.load() < n) std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(mu);
+      cpus[std::this_thread::get_id()] = my_cpus();
+    });
+  }
+  return cpus;
+}
+
+TEST(ThreadPoolTest, PinnedThreadsEachRunOnACpuOfTheirOwn) {
+  const std::vector<int> before = my_cpus();
+  if (before.size() < 2) GTEST_SKIP() << "pinning two threads needs two CPUs; this process may use " << before.size();
+  {
+    ThreadPool pool(2, ThreadPool::Placement::kPinned);
+    const auto cpus = cpus_per_thread(pool, 20);
+    ASSERT_EQ(cpus.size(), 2u);
+    ASSERT_EQ(cpus.count(std::this_thread::get_id()), 1u);
+    std::set<int> distinct;
+    for (const auto& [thread, its] : cpus) {
+      ASSERT_EQ(its.size(), 1u);
+      distinct.insert(its[0]);
+    }
+    EXPECT_EQ(distinct.size(), 2u);
+    EXPECT_EQ(my_cpus().size(), 1u);  // the caller stays on its CPU between jobs
+    // A second pool with the same caller (a draft model's) takes the same two CPUs.
+    ThreadPool second(2, ThreadPool::Placement::kPinned);
+    std::set<int> second_cpus;
+    for (const auto& [thread, its] : cpus_per_thread(second, 5)) {
+      ASSERT_EQ(its.size(), 1u);
+      second_cpus.insert(its[0]);
+    }
+    EXPECT_EQ(second_cpus, distinct);
+  }
+  EXPECT_EQ(my_cpus(), before);  // and may use all of them again once the pool is gone
+}
+
+TEST(ThreadPoolTest, PinningNeedsACpuPerThread) {
+  // More threads than CPUs to give them: every thread keeps every CPU it had.
+  const std::vector<int> before = my_cpus();
+  ThreadPool pool(static_cast<int>(before.size()) + 1, ThreadPool::Placement::kPinned);
+  const auto cpus = cpus_per_thread(pool, 1);
+  ASSERT_EQ(cpus.size(), before.size() + 1);
+  for (const auto& [thread, its] : cpus) EXPECT_EQ(its, before);
+}
+
+TEST(ThreadPoolTest, FloatingThreadsAreNotPinned) {
+  const std::vector<int> before = my_cpus();
+  ThreadPool pool(2);
+  for (const auto& [thread, its] : cpus_per_thread(pool, 5)) EXPECT_EQ(its, before);
+}
 
 }  // namespace
 }  // namespace koi

@@ -10,6 +10,9 @@ void add_engine_flags(CLI::App* app, engine::EngineOptions* o, unsigned groups, 
   if (groups & kModelFlags) {
     app->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory")->required();
     app->add_option(threads_names, o->threads, "forward-pass threads (default: the physical cores)");
+    app->add_flag("--pin-threads,!--no-pin-threads", o->pin_threads,
+                  "run each forward-pass thread on a CPU of its own, so that another busy process shares a core "
+                  "with one of them, not two (default: on when there are enough CPUs)");
   }
   if (groups & kMemoryFlags) {
     app->add_option("--kv-cache-memory", o->kv_cache_memory,

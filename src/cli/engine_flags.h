@@ -14,7 +14,7 @@
 namespace koi::cli {
 
 // Flag groups, combined with |.
-inline constexpr unsigned kModelFlags = 1u << 0;        // -m/--model, --threads
+inline constexpr unsigned kModelFlags = 1u << 0;        // -m/--model, --threads, --pin-threads
 inline constexpr unsigned kMemoryFlags = 1u << 1;       // --kv-cache-memory, --block-size, --max-num-batched-tokens
                                                         // (and kKvDtypeFlags)
 inline constexpr unsigned kBatchFlags = 1u << 2;        // --max-num-seqs

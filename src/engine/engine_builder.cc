@@ -198,14 +198,16 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
   if (o.detokenize) ec.tokenizer = &tok;
   ec.publish_kv_events = o.publish_kv_events;
 
+  const auto placement = o.pin_threads ? ThreadPool::Placement::kPinned : ThreadPool::Placement::kFloat;
   host.runner = std::make_unique<LlamaRunner>(*host.model.model, num_blocks, o.block_size, o.threads, kv_dtype,
-                                              o.release_window_kv);
+                                              o.release_window_kv, placement);
   if (!o.speculative.empty()) {
     KOI_ASSIGN_OR_RETURN(ec.speculative.method, parse_speculative_method(o.speculative));
     ec.speculative.num_speculative_tokens = o.num_speculative_tokens;
     if (host.draft) {
       host.draft_runner =
-          std::make_unique<LlamaRunner>(*host.draft->model, num_blocks, o.block_size, o.threads, kv_dtype);
+          std::make_unique<LlamaRunner>(*host.draft->model, num_blocks, o.block_size, o.threads, kv_dtype, false,
+                                        placement);
       ec.speculative.draft_runner = host.draft_runner.get();
       ec.speculative.draft_num_kv_blocks = num_blocks;
     }

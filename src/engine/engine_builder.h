@@ -44,6 +44,8 @@ struct EngineOptions {
   int num_speculative_tokens = 4;     // --num-speculative-tokens
   std::string draft_model;            // --draft-model, for --speculative draft
   int threads = 0;                    // --threads: forward-pass threads; 0: the physical cores
+  bool pin_threads = true;            // cleared by --no-pin-threads: each forward-pass thread on
+                                      // a CPU of its own (ThreadPool::Placement::kPinned)
   uint64_t seed = 0;                  // --seed where a command has one: seeds requests that bring none
   std::vector<std::string> loras;     // --lora NAME=DIR, repeatable: PEFT adapters served by name
   int max_loras = 8;                  // --max-loras: adapters resident at once

@@ -18,8 +18,10 @@ class LlamaRunner final : public ModelRunner {
   // `model` must outlive the runner; kv_dtype must pass model::check_kv_dtype for its heads.
   // With split_windows, a model's sliding-window layers keep their KV apart
   // (LlamaModel::kv_shape), and the Engine releases their blocks that left the window.
+  // `placement`: whether the pool's threads are pinned (base/thread_pool.h).
   LlamaRunner(model::LlamaModel& model, int num_blocks, int block_size, int num_threads,
-              DType kv_dtype = DType::kF32, bool split_windows = false);
+              DType kv_dtype = DType::kF32, bool split_windows = false,
+              ThreadPool::Placement placement = ThreadPool::Placement::kFloat);
 
   int n_vocab() const override { return model_.config().n_vocab; }
   int max_context() const override { return model_.config().max_seq_len; }
