@@ -36,7 +36,7 @@ int run_eval(const EvalOptions& o) {
   const std::vector<int32_t> tokens = loaded.tokenizer.encode(*text, /*add_special=*/false, /*parse_special=*/false);
   const int context = o.context > 0 ? o.context : loaded.model->config().max_seq_len;
   const int stride = o.stride > 0 ? o.stride : std::max(1, context / 2);
-  ThreadPool pool(o.engine.threads);
+  ThreadPool pool(o.engine.threads, engine::thread_placement(o.engine));
   auto kv_dtype = engine::parse_kv_dtype(o.engine.kv_dtype);  // checked by load_engine_models
   if (!kv_dtype.ok()) return fail(kv_dtype.status().message());
   const int64_t kv_bytes_per_token = loaded.model->kv_shape(1, 1, *kv_dtype).bytes_per_block();

@@ -198,7 +198,7 @@ Status start_engine(EngineHost& host, const EngineOptions& o) {
   if (o.detokenize) ec.tokenizer = &tok;
   ec.publish_kv_events = o.publish_kv_events;
 
-  const auto placement = o.pin_threads ? ThreadPool::Placement::kPinned : ThreadPool::Placement::kFloat;
+  const ThreadPool::Placement placement = thread_placement(o);
   host.runner = std::make_unique<LlamaRunner>(*host.model.model, num_blocks, o.block_size, o.threads, kv_dtype,
                                               o.release_window_kv, placement);
   if (!o.speculative.empty()) {

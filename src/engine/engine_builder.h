@@ -61,6 +61,11 @@ struct EngineOptions {
 
 // Range-checks every field; the message names the flag, its accepted range and the value.
 Status check(const EngineOptions& options);
+
+// Where the forward-pass threads run: pinned unless --no-pin-threads.
+inline ThreadPool::Placement thread_placement(const EngineOptions& options) {
+  return options.pin_threads ? ThreadPool::Placement::kPinned : ThreadPool::Placement::kFloat;
+}
 // NAME and DIR of one --lora value "NAME=DIR".
 Result<std::pair<std::string, std::string>> parse_lora_flag(const std::string& value);
 
