@@ -40,7 +40,10 @@ namespace {
 // prefetcher to ramp up before the tile moves on. So such a tile prefetches the next tile's rows
 // into L2 at the rate it consumes its own. Into L2, not L1: tiles are 16-45 KB, and prefetching
 // them into the 32 KB L1 evicted the lines being read (f16 generation went from 0.69x to 1.01x
-// llama.cpp's, bench/README.md).
+// llama.cpp's, bench/README.md). The quantized panel tiles are the exception (Into::kL1): their
+// next row group goes into L1 as well. There, T1's prefetches held up the tile (14% of its samples
+// sat on the instruction after one), and T0 made the 32-sequence q8_0 step about 6% faster with
+// decode and pp512 unchanged (bench/README.md, stop 29).
 constexpr int64_t kCacheLine = 64;
 
 class TilePrefetch {
@@ -50,18 +53,27 @@ class TilePrefetch {
   TilePrefetch(const MatmulArgs& a, int64_t row0, int64_t rows, int64_t n_steps, bool streaming)
       : TilePrefetch(reinterpret_cast<const char*>(a.w + (row0 + rows) * a.w_row_bytes), rows * a.w_row_bytes,
                      n_steps, streaming && row0 + 2 * rows <= a.out) {}
+  enum class Into { kL2, kL1 };
   // `bytes` from `next` on, spread over n_steps steps when `on`.
-  TilePrefetch(const char* next, int64_t bytes, int64_t n_steps, bool on)
-      : next_(next), lines_per_step_(on && n_steps > 0 ? (bytes / kCacheLine + n_steps - 1) / n_steps : 0) {}
+  TilePrefetch(const char* next, int64_t bytes, int64_t n_steps, bool on, Into into = Into::kL2)
+      : next_(next),
+        lines_per_step_(on && n_steps > 0 ? (bytes / kCacheLine + n_steps - 1) / n_steps : 0),
+        into_l1_(into == Into::kL1) {}
   void step(int64_t s) const {
     for (int64_t k = 0; k < lines_per_step_; ++k) {
-      _mm_prefetch(next_ + (s * lines_per_step_ + k) * kCacheLine, _MM_HINT_T1);
+      const char* line = next_ + (s * lines_per_step_ + k) * kCacheLine;
+      if (into_l1_) {
+        _mm_prefetch(line, _MM_HINT_T0);
+      } else {
+        _mm_prefetch(line, _MM_HINT_T1);
+      }
     }
   }
 
  private:
   const char* next_;
   int64_t lines_per_step_;
+  bool into_l1_;
 };
 
 template <class K, int R, int T>
@@ -496,7 +508,7 @@ void quant_panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       const TilePrefetch next =
           a.panels != nullptr
               ? TilePrefetch(reinterpret_cast<const char*>(group + group_words), group_words * 4,
-                             row_tiles * token_tiles * n_blocks, more)
+                             row_tiles * token_tiles * n_blocks, more, TilePrefetch::Into::kL1)
               : TilePrefetch(a, row, kGroupRows, row_tiles * token_tiles * n_blocks, more);
       for (int tile_row = 0; tile_row < group_rows; tile_row += kTileRows) {
         const int nr = std::min(kTileRows, group_rows - tile_row);
