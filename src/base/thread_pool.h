@@ -16,8 +16,9 @@
 // once (the engine thread owns its pool). Destruction joins the workers.
 //
 // Placement::kPinned gives each of the pool's threads a CPU of its own, so that another busy
-// process shares a core with one of them rather than the scheduler stacking two of them on one
-// core beside it (pp512 beside a CPU burner: 1.45-1.55x slower pinned, 1.6-1.9x floating; see
+// process shares a core with one of them, not two of them sharing one core while it has the
+// other to itself (pp512 beside a CPU burner bound to one core: 1.39-1.49x slower than quiet
+// pinned, 1.57-1.75x floating; beside a floating burner 1.45-1.58x against 1.68-1.90x; see
 // bench/README.md). The pinning happens at the first job a thread calls: that caller stays on
 // the CPU it is running on and the workers take other CPUs the caller may use, one per
 // physical core before any core's second hardware thread. When the caller may use fewer CPUs
