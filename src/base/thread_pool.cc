@@ -55,24 +55,24 @@ void set_cpus(const std::vector<int>& cpus) {
   sched_setaffinity(0, sizeof set, &set);  // a refusal leaves the thread where it may run: no harm
 }
 
-// `n` CPUs of `allowed` for the pool's threads: `first` (the caller's), then CPUs of cores not
-// yet taken, then the cores' other hardware threads.
+// `n` CPUs of `allowed` for the pool's threads: `first` (the caller's), then one CPU of each core
+// not yet taken, then the cores' other hardware threads. A CPU of unknown core counts as a core.
 std::vector<int> pin_order(const std::vector<int>& allowed, int first, int n) {
-  std::vector<int> order;
-  std::set<std::string> cores;
-  const auto take = [&](int cpu) {
-    order.push_back(cpu);
-    cores.insert(core_of(cpu));
-  };
-  take(std::find(allowed.begin(), allowed.end(), first) != allowed.end() ? first : allowed.front());
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int cpu : allowed) {
-      if (static_cast<int>(order.size()) == n) return order;
-      const bool taken = std::find(order.begin(), order.end(), cpu) != order.end();
-      const std::string core = core_of(cpu);
-      if (!taken && (pass == 1 || core.empty() || cores.count(core) == 0)) take(cpu);
+  const bool may_stay = std::find(allowed.begin(), allowed.end(), first) != allowed.end();
+  std::vector<int> order = {may_stay ? first : allowed.front()};
+  std::set<std::string> cores = {core_of(order[0])};
+  std::vector<int> siblings;
+  for (int cpu : allowed) {
+    if (cpu == order[0]) continue;
+    const std::string core = core_of(cpu);
+    if (core.empty() || cores.insert(core).second) {
+      order.push_back(cpu);
+    } else {
+      siblings.push_back(cpu);
     }
   }
+  order.insert(order.end(), siblings.begin(), siblings.end());
+  order.resize(std::min(order.size(), static_cast<size_t>(n)));
   return order;
 }
 
@@ -120,7 +120,6 @@ void ThreadPool::pin_caller() {
   }
   if (static_cast<int>(allowed.size()) < num_threads_) return;
   const std::vector<int> order = pin_order(allowed, sched_getcpu(), num_threads_);
-  if (static_cast<int>(order.size()) < num_threads_) return;
   t_cpus_before_pin = allowed;
   pinned_ = true;
   set_cpus({order[0]});

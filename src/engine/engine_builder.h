@@ -66,6 +66,7 @@ Status check(const EngineOptions& options);
 inline ThreadPool::Placement thread_placement(const EngineOptions& options) {
   return options.pin_threads ? ThreadPool::Placement::kPinned : ThreadPool::Placement::kFloat;
 }
+
 // NAME and DIR of one --lora value "NAME=DIR".
 Result<std::pair<std::string, std::string>> parse_lora_flag(const std::string& value);
 
