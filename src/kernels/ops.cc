@@ -98,14 +98,17 @@ void convert_activations(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
 }
 
 // The rows of every a[i] through the level's tiles, in one parallel region. Threads take
-// contiguous ranges of 16-row groups (the matrices' groups one after another), so that tiles are
-// full (quantized tiles hold 16 rows at AVX-512, 8 at AVX2; float tiles 6 at AVX-512, 4 at AVX2).
+// contiguous ranges of 32-row groups (the matrices' groups one after another), so that tiles are
+// full: quantized tiles hold 32 rows at AVX-512 (two 16-row panels) and 8 at AVX2; float tiles 6
+// at AVX-512, 4 at AVX2. With 16-row groups, every range of an odd number of them ended in a tile
+// of one panel, which broadcasts each activation word for half as many rows: 4-5% of the
+// 32-sequence step's samples sat in such tiles (bench/README.md, stop 30).
 void simd_matmul(Isa isa, std::span<MatmulArgs> a, ThreadPool* pool) {
   convert_activations(isa, a, pool);
   auto* rows = isa == Isa::kAvx2     ? &avx2::matmul_rows
                : isa == Isa::kAvx512 ? &avx512::matmul_rows
                                      : &avx512bf16::matmul_rows;
-  constexpr int64_t kGroup = 16;
+  constexpr int64_t kGroup = 32;
   std::array<int64_t, 4> first_group{};  // first_group[i]: the first group of a[i] in the region
   KOI_CHECK(a.size() < first_group.size());
   int64_t work = 0;
