@@ -23,9 +23,10 @@
 // the CPU it is running on and the workers take other CPUs the caller may use, one per
 // physical core before any core's second hardware thread. When the caller may use fewer CPUs
 // than the pool has threads, nothing is pinned. A caller that is pinned keeps its CPU until
-// the pool is destroyed on that same thread (which restores its CPUs), and threads it starts
-// meanwhile inherit that one CPU. A second pinned pool with the same caller (a draft model's
-// beside the target's) picks the same CPUs.
+// a pinned pool it called is destroyed on that same thread (which restores its CPUs), and
+// threads it starts meanwhile inherit that one CPU. A second pinned pool with the same caller
+// (a draft model's beside the target's) picks the same CPUs; the first of the two destroyed
+// gives the caller its CPUs back, so such pools are meant to go together (the engine's do).
 #pragma once
 
 #include <atomic>
