@@ -1,0 +1,131 @@
+// Does one core overlap a weight stream from memory with int8 dot products (issue 21, Must
+// show 1)? A machine probe, not a Koi kernel: it times, on one thread,
+//   compute: 32 vpdpbusd per 64-byte line (what a 32-token q8_0 tile does per weight line),
+//            their weight operand loaded every 4th dot from a buffer of HOT KB that stays cached,
+//   stream:  one pass over 1 GiB (far beyond the last-level cache), one load per line,
+//   both:    the two interleaved in one loop (the stream prefetched 32 lines ahead, or only read
+//            when --no-prefetch is given, leaving the stream to the hardware prefetchers),
+// and prints how much of the shorter of the two the interleaved loop hid:
+// overlap = (compute + stream - both) / min(compute, stream). 100% means the stream was free.
+// Usage: build/bench/koi_bench_stream_overlap [--no-prefetch] [HOT_KB...]   (default 16 32 48 64 128 512)
+// Building it: cmake --build build --target koi_bench_stream_overlap
+// Run it pinned (taskset -c 1) on a quiet machine; bench/README.md has results.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+// GCC 12's AVX-512 intrinsics use _mm256_undefined_*() temporaries that -Wuninitialized reports
+// once inlined (GCC bug 105593; src/kernels/simd_tiles_inl.h says the same).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+constexpr size_t kStreamBytes = size_t{1} << 30;
+constexpr size_t kLine = 64;
+constexpr int kDotsPerLine = 32;
+constexpr int kDotsPerLoad = 4;
+volatile int g_sink;
+
+// One loop over `lines` lines; kCompute adds the dots, kStream the stream's load (and prefetch).
+template <bool kCompute, bool kStream, bool kPrefetch>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run(const uint8_t* stream, size_t lines,
+                                                                           const uint8_t* hot, size_t hot_bytes) {
+  __m512i acc[8];
+  for (auto& a : acc) a = _mm512_setzero_si512();
+  __m512i sum = _mm512_setzero_si512();
+  const __m512i x = _mm512_set1_epi32(0x01020304);
+  __m512i w = _mm512_set1_epi32(0x05060708);
+  size_t hot_at = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t l = 0; l < lines; ++l) {
+    if (kStream) {
+      const char* p = reinterpret_cast<const char*>(stream + l * kLine);
+      if (kPrefetch) _mm_prefetch(p + 32 * kLine, _MM_HINT_T0);
+      sum = _mm512_add_epi32(sum, _mm512_load_si512(p));
+    }
+    if (kCompute) {
+      for (int d = 0; d < kDotsPerLine; d += 8) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          if (j % kDotsPerLoad == 0) {
+            w = _mm512_load_si512(hot + hot_at);
+            hot_at += kLine;
+            if (hot_at == hot_bytes) hot_at = 0;
+          }
+          acc[j] = _mm512_dpbusd_epi32(acc[j], w, x);
+        }
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& a : acc) sum = _mm512_add_epi32(sum, a);
+  g_sink = _mm512_reduce_add_epi32(sum);
+  return seconds;
+}
+
+template <class F>
+double median_of_5(F f) {
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) t.push_back(f());
+  std::sort(t.begin(), t.end());
+  return t[2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: this CPU has no AVX-512 VNNI (vpdpbusd)\n");
+    return 2;
+  }
+  std::vector<size_t> hot_kbs;
+  bool prefetch = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-prefetch") == 0) {
+      prefetch = false;
+      continue;
+    }
+    char* end = nullptr;
+    const long kb = std::strtol(argv[i], &end, 10);
+    if (*end != '\0' || kb <= 0 || kb > 65536) {
+      std::fprintf(stderr, "koi_bench_stream_overlap: HOT_KB must be a whole number of KB from 1 to 65536, got '%s'\n",
+                   argv[i]);
+      return 2;
+    }
+    hot_kbs.push_back(static_cast<size_t>(kb));
+  }
+  if (hot_kbs.empty()) hot_kbs = {16, 32, 48, 64, 128, 512};
+  auto* stream = static_cast<uint8_t*>(std::aligned_alloc(size_t{2} << 20, kStreamBytes));
+  if (stream == nullptr) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: cannot allocate 1 GiB\n");
+    return 1;
+  }
+  std::memset(stream, 1, kStreamBytes);
+  const size_t lines = kStreamBytes / kLine;
+  std::printf("%8s %12s %12s %10s %10s %10s %8s\n", "hot KB", "compute GMAC/s", "stream GB/s", "compute s",
+              "stream s", "both s", "overlap");
+  for (const size_t kb : hot_kbs) {
+    std::vector<uint8_t> storage(kb * 1024 + kLine, 2);
+    const uint8_t* hot = reinterpret_cast<const uint8_t*>(
+        (reinterpret_cast<uintptr_t>(storage.data()) + kLine - 1) / kLine * kLine);
+    const double c = median_of_5([&] { return run<true, false, false>(stream, lines, hot, kb * 1024); });
+    const double s = median_of_5([&] {
+      return prefetch ? run<false, true, true>(stream, lines, hot, kb * 1024) : run<false, true, false>(stream, lines, hot, kb * 1024);
+    });
+    const double b = median_of_5([&] {
+      return prefetch ? run<true, true, true>(stream, lines, hot, kb * 1024) : run<true, true, false>(stream, lines, hot, kb * 1024);
+    });
+    std::printf("%8zu %12.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb,
+                static_cast<double>(lines) * kDotsPerLine * 64 / c / 1e9, kStreamBytes / s / 1e9, c, s, b,
+                (c + s - b) / std::min(c, s) * 100);
+  }
+  std::free(stream);
+  return 0;
+}
