@@ -7,7 +7,12 @@
 //            when --no-prefetch is given, leaving the stream to the hardware prefetchers),
 // and prints how much of the shorter of the two the interleaved loop hid:
 // overlap = (compute + stream - both) / min(compute, stream). 100% means the stream was free.
-// Usage: build/bench/koi_bench_stream_overlap [--no-prefetch] [HOT_KB...]   (default 16 32 48 64 128 512)
+// With --groups, the loops follow the tile's pattern instead (run_groups): the stream in groups
+// of HOT KB, each read in 8 passes of 4 dots per line, the next group prefetched over the passes.
+// --acts word|line (with --groups) takes each pair of dots' activation operand from 4 cached
+// activation rows: a 4-byte word broadcast (as the tile does) or a 64-byte load.
+// Usage: build/bench/koi_bench_stream_overlap [--no-prefetch] [--groups [--acts word|line]] [HOT_KB...]
+//        (default 16 32 48 64 128 512)
 // Building it: cmake --build build --target koi_bench_stream_overlap
 // Run it pinned (taskset -c 1) on a quiet machine; bench/README.md has results.
 #include <immintrin.h>
@@ -70,6 +75,68 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run(cons
   return seconds;
 }
 
+// The tile's pattern instead (--groups): the stream cut into groups of group_bytes, each read in
+// kPasses passes of one load and 4 dots per line (32 dots per line in all), the next group
+// prefetched into L1 over the passes. kMode 0: compute alone (group 0 every time, nothing
+// prefetched); 1: the stream alone (one read pass per group); 2: both. The activation operand
+// of each pair of dots: kActs 0 a register; 1 (--acts word) a 4-byte word broadcast from one of 4
+// cached activation rows, as the tile does; 2 (--acts line) a 64-byte load from those rows.
+constexpr int kPasses = kDotsPerLine / kDotsPerLoad;
+constexpr size_t kActRow = 2304;  // one token's q8 activations for 2048 values (36 B per 32)
+alignas(64) uint8_t g_acts[4 * kActRow];
+template <int kMode, int kActs>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_groups(const uint8_t* stream,
+                                                                                  size_t group_bytes) {
+  __m512i acc[8];
+  for (auto& a : acc) a = _mm512_setzero_si512();
+  const __m512i x = _mm512_set1_epi32(0x01020304);
+  const size_t group_lines = group_bytes / kLine, groups = kStreamBytes / group_bytes - 1;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t g = 0; g < groups; ++g) {
+    const uint8_t* group = kMode == 0 ? stream : stream + g * group_bytes;
+    if (kMode == 1) {
+      for (size_t l = 0; l < group_lines; l += 2) {
+        acc[0] = _mm512_add_epi32(acc[0], _mm512_load_si512(group + l * kLine));
+        acc[1] = _mm512_add_epi32(acc[1], _mm512_load_si512(group + (l + 1) * kLine));
+      }
+      continue;
+    }
+    const char* next = reinterpret_cast<const char*>(group + group_bytes);
+    size_t prefetched = 0;
+    int visits = 0;
+    for (int pass = 0; pass < kPasses; ++pass) {
+      for (size_t l = 0; l < group_lines; l += 2) {
+        if (kMode == 2 && (visits += 2) >= kPasses) {  // one line of the next group per kPasses visits
+          visits -= kPasses;
+          _mm_prefetch(next + prefetched++ * kLine, _MM_HINT_T0);
+        }
+        const __m512i w0 = _mm512_load_si512(group + l * kLine);
+        const __m512i w1 = _mm512_load_si512(group + (l + 1) * kLine);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          __m512i xj = x;
+          if (kActs == 1) xj = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(g_acts + j * kActRow + (l * 4) % 2048));
+          if (kActs == 2) xj = _mm512_load_si512(g_acts + j * kActRow + (l * kLine) % 2048);
+          acc[j] = _mm512_dpbusd_epi32(acc[j], w0, xj);
+          acc[4 + j] = _mm512_dpbusd_epi32(acc[4 + j], w1, xj);
+        }
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  __m512i sum = acc[0];
+  for (int i = 1; i < 8; ++i) sum = _mm512_add_epi32(sum, acc[i]);
+  g_sink = _mm512_reduce_add_epi32(sum);
+  return seconds;
+}
+
+template <int kMode>
+double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
+  if (acts == 1) return run_groups<kMode, 1>(stream, group_bytes);
+  if (acts == 2) return run_groups<kMode, 2>(stream, group_bytes);
+  return run_groups<kMode, 0>(stream, group_bytes);
+}
+
 template <class F>
 double median_of_5(F f) {
   std::vector<double> t;
@@ -86,10 +153,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<size_t> hot_kbs;
-  bool prefetch = true;
+  bool prefetch = true, groups = false;
+  int acts = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-prefetch") == 0) {
       prefetch = false;
+      continue;
+    }
+    if (std::strcmp(argv[i], "--groups") == 0) {
+      groups = true;
+      continue;
+    }
+    if (std::strcmp(argv[i], "--acts") == 0 && i + 1 < argc) {
+      ++i;
+      if (std::strcmp(argv[i], "word") == 0) {
+        acts = 1;
+      } else if (std::strcmp(argv[i], "line") == 0) {
+        acts = 2;
+      } else {
+        std::fprintf(stderr, "koi_bench_stream_overlap: --acts takes word or line, got '%s'\n", argv[i]);
+        return 2;
+      }
       continue;
     }
     char* end = nullptr;
@@ -108,10 +192,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::memset(stream, 1, kStreamBytes);
+  std::memset(g_acts, 3, sizeof g_acts);  // written, so its pages are its own (not the shared zero page)
   const size_t lines = kStreamBytes / kLine;
-  std::printf("%8s %12s %12s %10s %10s %10s %8s\n", "hot KB", "compute GMAC/s", "stream GB/s", "compute s",
+  std::printf("%8s %12s %12s %10s %10s %10s %8s\n", groups ? "group KB" : "hot KB", "compute GMAC/s", "stream GB/s", "compute s",
               "stream s", "both s", "overlap");
   for (const size_t kb : hot_kbs) {
+    if (groups) {
+      const double c = median_of_5([&] { return run_groups_with<0>(acts, stream, kb * 1024); });
+      const double s = median_of_5([&] { return run_groups_with<1>(acts, stream, kb * 1024); });
+      const double b = median_of_5([&] { return run_groups_with<2>(acts, stream, kb * 1024); });
+      std::printf("%8zu %12.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb,
+                  static_cast<double>(lines) * kDotsPerLine * 64 / c / 1e9, kStreamBytes / s / 1e9, c, s, b,
+                  (c + s - b) / std::min(c, s) * 100);
+      continue;
+    }
     std::vector<uint8_t> storage(kb * 1024 + kLine, 2);
     const uint8_t* hot = reinterpret_cast<const uint8_t*>(
         (reinterpret_cast<uintptr_t>(storage.data()) + kLine - 1) / kLine * kLine);
