@@ -115,8 +115,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_grou
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           __m512i xj = x;
-          if (kActs == 1) xj = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(g_acts + j * kActRow + (l * 4) % 2048));
-          if (kActs == 2) xj = _mm512_load_si512(g_acts + j * kActRow + (l * kLine) % 2048);
+          const uint8_t* row = g_acts + j * kActRow;
+          if (kActs == 1) xj = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(row + (l * 4) % 2048));
+          if (kActs == 2) xj = _mm512_load_si512(row + (l * kLine) % 2048);
           acc[j] = _mm512_dpbusd_epi32(acc[j], w0, xj);
           acc[4 + j] = _mm512_dpbusd_epi32(acc[4 + j], w1, xj);
         }
@@ -143,6 +144,13 @@ double median_of_5(F f) {
   for (int i = 0; i < 5; ++i) t.push_back(f());
   std::sort(t.begin(), t.end());
   return t[2];
+}
+
+// One row of the table: seconds of compute alone (c), the stream alone (s) and both (b).
+void report(size_t kb, double c, double s, double b) {
+  const double macs = static_cast<double>(kStreamBytes / kLine) * kDotsPerLine * 64;
+  std::printf("%8zu %14.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb, macs / c / 1e9, kStreamBytes / s / 1e9, c, s,
+              b, (c + s - b) / std::min(c, s) * 100);
 }
 
 }  // namespace
@@ -179,11 +187,19 @@ int main(int argc, char** argv) {
     char* end = nullptr;
     const long kb = std::strtol(argv[i], &end, 10);
     if (*end != '\0' || kb <= 0 || kb > 65536) {
-      std::fprintf(stderr, "koi_bench_stream_overlap: HOT_KB must be a whole number of KB from 1 to 65536, got '%s'\n",
+      std::fprintf(stderr, "koi_bench_stream_overlap: HOT_KB must be a whole number from 1 to 65536, got '%s'\n",
                    argv[i]);
       return 2;
     }
     hot_kbs.push_back(static_cast<size_t>(kb));
+  }
+  if (!groups && acts != 0) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: --acts goes with --groups\n");
+    return 2;
+  }
+  if (groups && !prefetch) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: --no-prefetch does not apply to --groups\n");
+    return 2;
   }
   if (hot_kbs.empty()) hot_kbs = {16, 32, 48, 64, 128, 512};
   auto* stream = static_cast<uint8_t*>(std::aligned_alloc(size_t{2} << 20, kStreamBytes));
@@ -194,31 +210,30 @@ int main(int argc, char** argv) {
   std::memset(stream, 1, kStreamBytes);
   std::memset(g_acts, 3, sizeof g_acts);  // written, so its pages are its own (not the shared zero page)
   const size_t lines = kStreamBytes / kLine;
-  std::printf("%8s %12s %12s %10s %10s %10s %8s\n", groups ? "group KB" : "hot KB", "compute GMAC/s", "stream GB/s", "compute s",
-              "stream s", "both s", "overlap");
+  std::printf("%8s %14s %12s %10s %10s %10s %8s\n", groups ? "group KB" : "hot KB", "compute GMAC/s", "stream GB/s",
+              "compute s", "stream s", "both s", "overlap");
   for (const size_t kb : hot_kbs) {
+    const size_t bytes = kb * 1024;
     if (groups) {
-      const double c = median_of_5([&] { return run_groups_with<0>(acts, stream, kb * 1024); });
-      const double s = median_of_5([&] { return run_groups_with<1>(acts, stream, kb * 1024); });
-      const double b = median_of_5([&] { return run_groups_with<2>(acts, stream, kb * 1024); });
-      std::printf("%8zu %12.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb,
-                  static_cast<double>(lines) * kDotsPerLine * 64 / c / 1e9, kStreamBytes / s / 1e9, c, s, b,
-                  (c + s - b) / std::min(c, s) * 100);
+      const double c = median_of_5([&] { return run_groups_with<0>(acts, stream, bytes); });
+      const double s = median_of_5([&] { return run_groups_with<1>(acts, stream, bytes); });
+      const double b = median_of_5([&] { return run_groups_with<2>(acts, stream, bytes); });
+      report(kb, c, s, b);
       continue;
     }
-    std::vector<uint8_t> storage(kb * 1024 + kLine, 2);
-    const uint8_t* hot = reinterpret_cast<const uint8_t*>(
-        (reinterpret_cast<uintptr_t>(storage.data()) + kLine - 1) / kLine * kLine);
-    const double c = median_of_5([&] { return run<true, false, false>(stream, lines, hot, kb * 1024); });
+    std::vector<uint8_t> storage(bytes + kLine, 2);
+    const uint8_t* hot =
+        reinterpret_cast<const uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + kLine - 1) / kLine * kLine);
+    const double c = median_of_5([&] { return run<true, false, false>(stream, lines, hot, bytes); });
     const double s = median_of_5([&] {
-      return prefetch ? run<false, true, true>(stream, lines, hot, kb * 1024) : run<false, true, false>(stream, lines, hot, kb * 1024);
+      return prefetch ? run<false, true, true>(stream, lines, hot, bytes)
+                      : run<false, true, false>(stream, lines, hot, bytes);
     });
     const double b = median_of_5([&] {
-      return prefetch ? run<true, true, true>(stream, lines, hot, kb * 1024) : run<true, true, false>(stream, lines, hot, kb * 1024);
+      return prefetch ? run<true, true, true>(stream, lines, hot, bytes)
+                      : run<true, true, false>(stream, lines, hot, bytes);
     });
-    std::printf("%8zu %12.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb,
-                static_cast<double>(lines) * kDotsPerLine * 64 / c / 1e9, kStreamBytes / s / 1e9, c, s, b,
-                (c + s - b) / std::min(c, s) * 100);
+    report(kb, c, s, b);
   }
   std::free(stream);
   return 0;
