@@ -11,7 +11,9 @@
 // of HOT KB, each read in 8 passes of 4 dots per line, the next group prefetched over the passes.
 // --acts word|line (with --groups) takes each pair of dots' activation operand from 4 cached
 // activation rows: a 4-byte word broadcast (as the tile does) or a 64-byte load.
-// Usage: build/bench/koi_bench_stream_overlap [--no-prefetch] [--groups [--acts word|line]] [HOT_KB...]
+// --tile runs the tile's own loop (run_tile): 2 panels x 5 tokens, per-block sums and scales;
+// its rows say "+float" with the per-block float work and "int" without it.
+// Usage: build/bench/koi_bench_stream_overlap [--no-prefetch | --groups [--acts word|line] | --tile] [HOT_KB...]
 //        (default 16 32 48 64 128 512)
 // Building it: cmake --build build --target koi_bench_stream_overlap
 // Run it pinned (taskset -c 1) on a quiet machine; bench/README.md has results.
@@ -23,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 // GCC 12's AVX-512 intrinsics use _mm256_undefined_*() temporaries that -Wuninitialized reports
@@ -83,7 +86,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run(cons
 // cached activation rows, as the tile does; 2 (--acts line) a 64-byte load from those rows.
 constexpr int kPasses = kDotsPerLine / kDotsPerLoad;
 constexpr size_t kActRow = 2304;  // one token's q8 activations for 2048 values (36 B per 32)
-alignas(64) uint8_t g_acts[4 * kActRow];
+alignas(64) uint8_t g_acts[5 * kActRow];  // 4 rows for run_groups, 5 for run_tile
 template <int kMode, int kActs>
 __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_groups(const uint8_t* stream,
                                                                                   size_t group_bytes) {
@@ -138,6 +141,92 @@ double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
   return run_groups<kMode, 0>(stream, group_bytes);
 }
 
+// Closer still (--tile): the tile itself, minus its bookkeeping. A group is 2 panels of `blocks`
+// 544-byte blocks (16 rows x 8 words, then 16 f16 scales), read in kTilePasses passes of 5
+// tokens. Per block and pass: each token's integer sums start from a broadcast word, each of
+// the 8 words of both panels meets each token's broadcast activation word (10 dots per word),
+// and with kFloat the sums are scaled into float accumulators (the scales' conversion, one
+// multiply and one fused multiply-add per sum), as in quant_panel_tile. The next group is
+// prefetched into L1 over the passes, as lines_per_step does. kMode as in run_groups.
+// Not yet faithful: compiled here, its float variant computes at about 220 G multiply-adds/s
+// on one core, well below the real tile's in-cache rate, so its overlap figures bound the
+// tile's from below rather than reproduce them (bench/README.md, stop 31).
+constexpr size_t kPanelBlock = 544;
+constexpr int kTileTokens = 5, kTilePasses = 7;  // 32 tokens in tiles of 5 5 5 5 4 4 4, rounded up
+template <int kMode, bool kFloat>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_tile(const uint8_t* stream,
+                                                                                size_t blocks) {
+  const size_t panel_bytes = blocks * kPanelBlock, group_bytes = 2 * panel_bytes;
+  const size_t groups = kStreamBytes / group_bytes - 1, group_lines = group_bytes / kLine;
+  const size_t steps = kTilePasses * blocks, lines_per_step = (group_lines + steps - 1) / steps;
+  __m512 acc[2][kTileTokens];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm512_setzero_ps();
+  }
+  __m512i streamed = _mm512_setzero_si512();
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t g = 0; g < groups; ++g) {
+    const uint8_t* group = kMode == 0 ? stream : stream + g * group_bytes;
+    if (kMode == 1) {
+      for (size_t l = 0; l < group_lines; ++l) {
+        streamed = _mm512_add_epi32(streamed, _mm512_load_si512(group + l * kLine));
+      }
+      continue;
+    }
+    const char* next = reinterpret_cast<const char*>(group + group_bytes);
+    size_t step = 0;
+    for (int pass = 0; pass < kTilePasses; ++pass) {
+      for (size_t b = 0; b < blocks; ++b, ++step) {
+        if (kMode == 2) {
+          for (size_t k = 0; k < lines_per_step; ++k) {
+            _mm_prefetch(next + (step * lines_per_step + k) * kLine, _MM_HINT_T0);
+          }
+        }
+        const uint8_t* p0 = group + b * kPanelBlock;
+        const uint8_t* p1 = p0 + panel_bytes;
+        const uint8_t* x = g_acts + (b % 64) * 36;  // 36-byte activation blocks, one row per token
+        __m512i isum[2][kTileTokens];
+#pragma GCC unroll 5
+        for (int t = 0; t < kTileTokens; ++t) {
+          const __m512i init = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x + t * kActRow + 32));
+          isum[0][t] = init;
+          isum[1][t] = init;
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i w0 = _mm512_loadu_si512(p0 + k * kLine), w1 = _mm512_loadu_si512(p1 + k * kLine);
+#pragma GCC unroll 5
+          for (int t = 0; t < kTileTokens; ++t) {
+            const __m512i xw = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x + t * kActRow + k * 4));
+            isum[0][t] = _mm512_dpbusd_epi32(isum[0][t], w0, xw);
+            isum[1][t] = _mm512_dpbusd_epi32(isum[1][t], w1, xw);
+          }
+        }
+        const __m512 wd0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 512)));
+        const __m512 wd1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 512)));
+#pragma GCC unroll 5
+        for (int t = 0; t < kTileTokens; ++t) {
+          if (kFloat) {
+            const __m512 xd = _mm512_set1_ps(*reinterpret_cast<const float*>(x + t * kActRow + 32));
+            acc[0][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[0][t]), _mm512_mul_ps(wd0, xd), acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[1][t]), _mm512_mul_ps(wd1, xd), acc[1][t]);
+          } else {
+            acc[0][t] = _mm512_add_ps(_mm512_castsi512_ps(isum[0][t]), acc[0][t]);
+            acc[1][t] = _mm512_add_ps(_mm512_castsi512_ps(isum[1][t]), acc[1][t]);
+          }
+        }
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  __m512 sum = _mm512_castsi512_ps(streamed);
+  for (auto& row : acc) {
+    for (auto& a : row) sum = _mm512_add_ps(sum, a);
+  }
+  g_sink = static_cast<int>(_mm512_reduce_add_ps(sum));
+  return seconds;
+}
+
 template <class F>
 double median_of_5(F f) {
   std::vector<double> t;
@@ -147,10 +236,10 @@ double median_of_5(F f) {
 }
 
 // One row of the table: seconds of compute alone (c), the stream alone (s) and both (b).
-void report(size_t kb, double c, double s, double b) {
-  const double macs = static_cast<double>(kStreamBytes / kLine) * kDotsPerLine * 64;
-  std::printf("%8zu %14.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", kb, macs / c / 1e9, kStreamBytes / s / 1e9, c, s,
-              b, (c + s - b) / std::min(c, s) * 100);
+// macs: the multiply-adds of the compute loop.
+void report(const std::string& label, double macs, double c, double s, double b) {
+  std::printf("%12s %14.0f %12.1f %10.3f %10.3f %10.3f %7.0f%%\n", label.c_str(), macs / c / 1e9,
+              kStreamBytes / s / 1e9, c, s, b, (c + s - b) / std::min(c, s) * 100);
 }
 
 }  // namespace
@@ -161,7 +250,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<size_t> hot_kbs;
-  bool prefetch = true, groups = false;
+  bool prefetch = true, groups = false, tile = false;
   int acts = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-prefetch") == 0) {
@@ -170,6 +259,10 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--groups") == 0) {
       groups = true;
+      continue;
+    }
+    if (std::strcmp(argv[i], "--tile") == 0) {
+      tile = true;
       continue;
     }
     if (std::strcmp(argv[i], "--acts") == 0 && i + 1 < argc) {
@@ -197,8 +290,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "koi_bench_stream_overlap: --acts goes with --groups\n");
     return 2;
   }
-  if (groups && !prefetch) {
-    std::fprintf(stderr, "koi_bench_stream_overlap: --no-prefetch does not apply to --groups\n");
+  if ((groups || tile) && !prefetch) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: --no-prefetch applies to neither --groups nor --tile\n");
+    return 2;
+  }
+  if (groups && tile) {
+    std::fprintf(stderr, "koi_bench_stream_overlap: --groups and --tile are two different loops; give one\n");
     return 2;
   }
   if (hot_kbs.empty()) hot_kbs = {16, 32, 48, 64, 128, 512};
@@ -210,15 +307,31 @@ int main(int argc, char** argv) {
   std::memset(stream, 1, kStreamBytes);
   std::memset(g_acts, 3, sizeof g_acts);  // written, so its pages are its own (not the shared zero page)
   const size_t lines = kStreamBytes / kLine;
-  std::printf("%8s %14s %12s %10s %10s %10s %8s\n", groups ? "group KB" : "hot KB", "compute GMAC/s", "stream GB/s",
-              "compute s", "stream s", "both s", "overlap");
+  const double macs = static_cast<double>(lines) * kDotsPerLine * 64;
+  std::printf("%12s %14s %12s %10s %10s %10s %8s\n", groups || tile ? "group KB" : "hot KB", "compute GMAC/s",
+              "stream GB/s", "compute s", "stream s", "both s", "overlap");
   for (const size_t kb : hot_kbs) {
     const size_t bytes = kb * 1024;
+    if (tile) {
+      const size_t blocks = std::max<size_t>(1, bytes / (2 * kPanelBlock));
+      const size_t group_kb = 2 * blocks * kPanelBlock / 1024;
+      const double tile_macs = static_cast<double>(kStreamBytes / (2 * blocks * kPanelBlock) - 1) * kTilePasses *
+                               blocks * 8 * kTileTokens * 2 * 64;
+      const double s = median_of_5([&] { return run_tile<1, true>(stream, blocks); });
+      for (const bool with_float : {true, false}) {
+        const double c = median_of_5(
+            [&] { return with_float ? run_tile<0, true>(stream, blocks) : run_tile<0, false>(stream, blocks); });
+        const double b = median_of_5(
+            [&] { return with_float ? run_tile<2, true>(stream, blocks) : run_tile<2, false>(stream, blocks); });
+        report(std::to_string(group_kb) + (with_float ? " +float" : " int"), tile_macs, c, s, b);
+      }
+      continue;
+    }
     if (groups) {
       const double c = median_of_5([&] { return run_groups_with<0>(acts, stream, bytes); });
       const double s = median_of_5([&] { return run_groups_with<1>(acts, stream, bytes); });
       const double b = median_of_5([&] { return run_groups_with<2>(acts, stream, bytes); });
-      report(kb, c, s, b);
+      report(std::to_string(kb), macs, c, s, b);
       continue;
     }
     std::vector<uint8_t> storage(bytes + kLine, 2);
@@ -233,7 +346,7 @@ int main(int argc, char** argv) {
       return prefetch ? run<true, true, true>(stream, lines, hot, bytes)
                       : run<true, true, false>(stream, lines, hot, bytes);
     });
-    report(kb, c, s, b);
+    report(std::to_string(kb), macs, c, s, b);
   }
   std::free(stream);
   return 0;
