@@ -149,8 +149,8 @@ double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
 // multiply and one fused multiply-add per sum), as in quant_panel_tile. The next group is
 // prefetched into L1 over the passes, as lines_per_step does. kMode as in run_groups.
 // Not yet faithful: compiled here, its float variant computes at about 220 G multiply-adds/s
-// on one core, well below the real tile's in-cache rate, so its overlap figures bound the
-// tile's from below rather than reproduce them (bench/README.md, stop 31).
+// on one core, well below the real tile's in-cache rate, so its figures do not yet reproduce
+// the tile's (bench/README.md, stop 31).
 constexpr size_t kPanelBlock = 544;
 constexpr int kTileTokens = 5, kTilePasses = 7;  // 32 tokens in tiles of 5 5 5 5 4 4 4, rounded up
 template <int kMode, bool kFloat>
