@@ -12,6 +12,7 @@ import uuid
 N_CHUNKS, PERIOD_S, ACK_CAP_S = 8, 0.3, 5.0
 acks = [threading.Event() for _ in range(N_CHUNKS)]
 sent_at = [0.0] * N_CHUNKS  # when the upstream finished writing chunk i
+request_at = [0.0]           # when the upstream had read the gateway's request
 late = []                    # chunks the upstream sent on after the cap
 upstream_bodies = []  # compact JSON below, as vLLM and koi serve write it
 health_probes = [0]
@@ -38,6 +39,7 @@ class Upstream(BaseHTTPRequestHandler):
 
     def do_POST(self):
         upstream_bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        request_at[0] = time.time()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -126,7 +128,12 @@ try:
           f"ledger: status 200, 4 + {N_CHUNKS} tokens: {row}")
     check(0 < row["ttft_ms"] < second_ms,
           f"ledger ttft_ms {row['ttft_ms']:.1f} is the first event's, before the second's ({second_ms:.1f} ms after start)")
-    check(row["latency_ms"] >= (got_at[-1] - t0) * 1000 - 50, f"ledger latency_ms {row['latency_ms']:.1f} spans the stream")
+    # The gateway's clock starts before the upstream has its request and stops after the upstream
+    # wrote chunk N-2 (the gateway still reads chunk N-1 and [DONE] after it): a bound that holds
+    # however slowly a loaded machine schedules the client.
+    span_ms = (sent_at[N_CHUNKS - 2] - request_at[0]) * 1000
+    check(row["latency_ms"] >= span_ms,
+          f"ledger latency_ms {row['latency_ms']:.1f} spans the stream (at least {span_ms:.1f})")
     server.shutdown()
 
     # TTFT through the gateway against direct, on a real replica (printed, not asserted).
