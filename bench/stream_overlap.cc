@@ -80,14 +80,14 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run(cons
 
 // The tile's pattern instead (--groups): the stream cut into groups of group_bytes, each read in
 // kPasses passes of one load and 4 dots per line (32 dots per line in all), the next group
-// prefetched into L1 over the passes. kMode 0: compute alone (group 0 every time, nothing
-// prefetched); 1: the stream alone (one read pass per group); 2: both. The activation operand
+// prefetched into L1 over the passes. Without kStream, the compute alone (group 0 every time,
+// nothing prefetched). The stream alone is run<false, true, false>, one read pass over it all. The activation operand
 // of each pair of dots: kActs 0 a register; 1 (--acts word) a 4-byte word broadcast from one of 4
 // cached activation rows, as the tile does; 2 (--acts line) a 64-byte load from those rows.
 constexpr int kPasses = kDotsPerLine / kDotsPerLoad;
 constexpr size_t kActRow = 2304;  // one token's q8 activations for 2048 values (36 B per 32)
 alignas(64) uint8_t g_acts[5 * kActRow];  // 4 rows for run_groups, 5 for run_tile
-template <int kMode, int kActs>
+template <bool kStream, int kActs>
 __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_groups(const uint8_t* stream,
                                                                                   size_t group_bytes) {
   __m512i acc[8];
@@ -96,20 +96,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_grou
   const size_t group_lines = group_bytes / kLine, groups = kStreamBytes / group_bytes - 1;
   const auto start = std::chrono::steady_clock::now();
   for (size_t g = 0; g < groups; ++g) {
-    const uint8_t* group = kMode == 0 ? stream : stream + g * group_bytes;
-    if (kMode == 1) {
-      for (size_t l = 0; l < group_lines; l += 2) {
-        acc[0] = _mm512_add_epi32(acc[0], _mm512_load_si512(group + l * kLine));
-        acc[1] = _mm512_add_epi32(acc[1], _mm512_load_si512(group + (l + 1) * kLine));
-      }
-      continue;
-    }
+    const uint8_t* group = kStream ? stream + g * group_bytes : stream;
     const char* next = reinterpret_cast<const char*>(group + group_bytes);
     size_t prefetched = 0;
     int visits = 0;
     for (int pass = 0; pass < kPasses; ++pass) {
       for (size_t l = 0; l < group_lines; l += 2) {
-        if (kMode == 2 && (visits += 2) >= kPasses) {  // one line of the next group per kPasses visits
+        if (kStream && (visits += 2) >= kPasses) {  // one line of the next group per kPasses visits
           visits -= kPasses;
           _mm_prefetch(next + prefetched++ * kLine, _MM_HINT_T0);
         }
@@ -134,11 +127,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_grou
   return seconds;
 }
 
-template <int kMode>
+template <bool kStream>
 double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
-  if (acts == 1) return run_groups<kMode, 1>(stream, group_bytes);
-  if (acts == 2) return run_groups<kMode, 2>(stream, group_bytes);
-  return run_groups<kMode, 0>(stream, group_bytes);
+  if (acts == 1) return run_groups<kStream, 1>(stream, group_bytes);
+  if (acts == 2) return run_groups<kStream, 2>(stream, group_bytes);
+  return run_groups<kStream, 0>(stream, group_bytes);
 }
 
 // Closer still (--tile): the tile itself, minus its bookkeeping. A group is 2 panels of `blocks`
@@ -147,13 +140,13 @@ double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
 // the 8 words of both panels meets each token's broadcast activation word (10 dots per word),
 // and with kFloat the sums are scaled into float accumulators (the scales' conversion, one
 // multiply and one fused multiply-add per sum), as in quant_panel_tile. The next group is
-// prefetched into L1 over the passes, as lines_per_step does. kMode as in run_groups.
+// prefetched into L1 over the passes, as lines_per_step does. kStream as in run_groups.
 // Not yet faithful: compiled here, its float variant computes at about 220 G multiply-adds/s
 // on one core, well below the real tile's in-cache rate, so its figures do not yet reproduce
 // the tile's (bench/README.md, stop 31).
 constexpr size_t kPanelBlock = 544;
 constexpr int kTileTokens = 5, kTilePasses = 7;  // 32 tokens in tiles of 5 5 5 5 4 4 4, rounded up
-template <int kMode, bool kFloat>
+template <bool kStream, bool kFloat>
 __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_tile(const uint8_t* stream,
                                                                                 size_t blocks) {
   const size_t panel_bytes = blocks * kPanelBlock, group_bytes = 2 * panel_bytes;
@@ -163,21 +156,14 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_tile
   for (auto& row : acc) {
     for (auto& a : row) a = _mm512_setzero_ps();
   }
-  __m512i streamed = _mm512_setzero_si512();
   const auto start = std::chrono::steady_clock::now();
   for (size_t g = 0; g < groups; ++g) {
-    const uint8_t* group = kMode == 0 ? stream : stream + g * group_bytes;
-    if (kMode == 1) {
-      for (size_t l = 0; l < group_lines; ++l) {
-        streamed = _mm512_add_epi32(streamed, _mm512_load_si512(group + l * kLine));
-      }
-      continue;
-    }
+    const uint8_t* group = kStream ? stream + g * group_bytes : stream;
     const char* next = reinterpret_cast<const char*>(group + group_bytes);
     size_t step = 0;
     for (int pass = 0; pass < kTilePasses; ++pass) {
       for (size_t b = 0; b < blocks; ++b, ++step) {
-        if (kMode == 2) {
+        if (kStream) {
           for (size_t k = 0; k < lines_per_step; ++k) {
             _mm_prefetch(next + (step * lines_per_step + k) * kLine, _MM_HINT_T0);
           }
@@ -219,7 +205,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double run_tile
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  __m512 sum = _mm512_castsi512_ps(streamed);
+  __m512 sum = _mm512_setzero_ps();
   for (auto& row : acc) {
     for (auto& a : row) sum = _mm512_add_ps(sum, a);
   }
@@ -317,20 +303,20 @@ int main(int argc, char** argv) {
       const size_t group_kb = 2 * blocks * kPanelBlock / 1024;
       const double tile_macs = static_cast<double>(kStreamBytes / (2 * blocks * kPanelBlock) - 1) * kTilePasses *
                                blocks * 8 * kTileTokens * 2 * 64;
-      const double s = median_of_5([&] { return run_tile<1, true>(stream, blocks); });
+      const double s = median_of_5([&] { return run<false, true, false>(stream, lines, nullptr, 0); });
       for (const bool with_float : {true, false}) {
         const double c = median_of_5(
-            [&] { return with_float ? run_tile<0, true>(stream, blocks) : run_tile<0, false>(stream, blocks); });
+            [&] { return with_float ? run_tile<false, true>(stream, blocks) : run_tile<false, false>(stream, blocks); });
         const double b = median_of_5(
-            [&] { return with_float ? run_tile<2, true>(stream, blocks) : run_tile<2, false>(stream, blocks); });
+            [&] { return with_float ? run_tile<true, true>(stream, blocks) : run_tile<true, false>(stream, blocks); });
         report(std::to_string(group_kb) + (with_float ? " +float" : " int"), tile_macs, c, s, b);
       }
       continue;
     }
     if (groups) {
-      const double c = median_of_5([&] { return run_groups_with<0>(acts, stream, bytes); });
-      const double s = median_of_5([&] { return run_groups_with<1>(acts, stream, bytes); });
-      const double b = median_of_5([&] { return run_groups_with<2>(acts, stream, bytes); });
+      const double c = median_of_5([&] { return run_groups_with<false>(acts, stream, bytes); });
+      const double s = median_of_5([&] { return run<false, true, false>(stream, lines, nullptr, 0); });
+      const double b = median_of_5([&] { return run_groups_with<true>(acts, stream, bytes); });
       report(std::to_string(kb), macs, c, s, b);
       continue;
     }
