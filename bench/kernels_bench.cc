@@ -221,6 +221,7 @@ BENCHMARK(BM_Attention)
     ->Args({2048, 0})
     ->Args({512, 1})
     ->Args({512, 32})
+    ->Args({32, 32})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -88,14 +88,18 @@ class AttentionTiles {
     rows_ = (item.token_end - item.token_begin) * group_;
     padded_rows_ = (rows_ + kRows - 1) / kRows * kRows;
     const auto pr = static_cast<size_t>(padded_rows_);
-    q_.assign(pr * hdp_, 0.0f);
+    // Only the running state starts from zero. q_ rows past rows_ (padding, no keys) and k_t_'s
+    // lanes past a tile's keys are computed with but never kept (keep_first masks those lanes in
+    // every row), and v_'s rows past row 0 are written before they are read; row 0, the zero row,
+    // is never written, so v_ is zeroed only when its size changes.
+    q_.resize(pr * hdp_);
     o_.assign(pr * hdp_, 0.0f);
     l_.assign(pr * kW, 0.0f);
     m_.assign(pr, -std::numeric_limits<float>::infinity());
     pos_.assign(pr, -1);
-    k_t_.assign(static_cast<size_t>(hd_) * kW, 0.0f);
-    k_row_.assign(static_cast<size_t>(hd_), 0.0f);
-    v_.assign(static_cast<size_t>(kW + 1) * hdp_, 0.0f);
+    k_t_.resize(static_cast<size_t>(hd_) * kW);
+    k_row_.resize(static_cast<size_t>(hd_));
+    if (v_.size() != static_cast<size_t>(kW + 1) * hdp_) v_.assign(static_cast<size_t>(kW + 1) * hdp_, 0.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
     // Row r = token * group + head within the group: a token's heads are adjacent.
     for (int64_t r = 0; r < rows_; ++r) {
@@ -113,7 +117,7 @@ class AttentionTiles {
     return m;
   }
 
-  // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW], zeros past n) and v_rows_
+  // Keys [key0, key0 + n) into k_t_ (transposed: [head_dim][kW]; lanes past n keep stale values) and v_rows_
   // (an f32 cache's rows where they are a whole number of vectors, else dequantized or padded
   // copies in v_; past n, a row of zeros). Prefetches the next tile's rows, which sit in other
   // blocks of the cache.
@@ -132,9 +136,8 @@ class AttentionTiles {
     };
     for (int j = 0; j < kW; ++j) {
       float* v_copy = v_.data() + static_cast<int64_t>(j + 1) * hdp_;
-      if (j >= n) {
-        for (int64_t d = 0; d < hd_; ++d) k_t_[d * kW + j] = 0.0f;
-        v_rows_[j] = v_.data();  // row 0 of v_ stays zero
+      if (j >= n) {  // k_t_'s lane j is masked in every row; its weight is 0 against the zero row
+        v_rows_[j] = v_.data();
         continue;
       }
       const int64_t off = offset(key0 + j);

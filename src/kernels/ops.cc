@@ -183,21 +183,36 @@ void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
-          RopeStyle style) {
+void rope_angles(int64_t pos, const float* inv_freq, int64_t head_dim, float* cos_pos, float* sin_pos) {
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    cos_pos[i] = std::cos(angle);
+    sin_pos[i] = std::sin(angle);
+  }
+}
+
+void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_pos, const float* sin_pos,
+                 RopeStyle style) {
   const int64_t half = head_dim / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    float angle = static_cast<float>(pos) * inv_freq[i];
-    float c = std::cos(angle), s = std::sin(angle);
-    for (int64_t head_idx = 0; head_idx < n_heads; ++head_idx) {
-      float* h = x + head_idx * head_dim;
-      int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
-      int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-      float x0 = h[a], x1 = h[b];
+  for (int64_t head_idx = 0; head_idx < n_heads; ++head_idx) {
+    float* h = x + head_idx * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
+      const int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+      const float x0 = h[a], x1 = h[b], c = cos_pos[i], s = sin_pos[i];
       h[a] = x0 * c - x1 * s;
       h[b] = x0 * s + x1 * c;
     }
   }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
+          RopeStyle style) {
+  thread_local std::vector<float> cos_pos, sin_pos;
+  cos_pos.resize(static_cast<size_t>(head_dim / 2));
+  sin_pos.resize(static_cast<size_t>(head_dim / 2));
+  rope_angles(pos, inv_freq, head_dim, cos_pos.data(), sin_pos.data());
+  rope_rotate(x, n_heads, head_dim, cos_pos.data(), sin_pos.data(), style);
 }
 
 void softmax(float* x, int64_t n) {

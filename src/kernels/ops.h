@@ -47,6 +47,12 @@ void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 enum class RopeStyle { kInterleaved, kNeox };
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
           RopeStyle style);
+// rope() in two parts, for a caller that rotates many heads or layers at one position: the
+// angles once (cos_pos[i] = cos(pos * inv_freq[i]), sin_pos[i] likewise, i < head_dim / 2), then
+// the rotation with them. rope() is the two in a row, so the results are bitwise the same.
+void rope_angles(int64_t pos, const float* inv_freq, int64_t head_dim, float* cos_pos, float* sin_pos);
+void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_pos, const float* sin_pos,
+                 RopeStyle style);
 
 // In place: x = softmax(x) over n values.
 void softmax(float* x, int64_t n);

@@ -76,6 +76,37 @@ TEST(Ops, Rmsnorm) {
   });
 }
 
+// rope against rotations in double, both pair layouts, at a small and a large position (angles
+// of thousands of radians: f32's own rounding of pos * inv_freq sets the tolerance there); and
+// rope_angles + rope_rotate (the model's form: angles once per position) give rope() bitwise.
+TEST(Ops, Rope) {
+  Rng rng(11);
+  const int64_t n_heads = 3, head_dim = 16, half = head_dim / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / head_dim);
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (int64_t pos : {int64_t{5}, int64_t{4000}}) {
+      SCOPED_TRACE(testing::Message() << "style " << static_cast<int>(style) << " pos " << pos);
+      const std::vector<float> x = random_floats(rng, n_heads * head_dim, 1.0f);
+      std::vector<float> got = x;
+      rope(got.data(), n_heads, head_dim, pos, inv_freq.data(), style);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = h * head_dim + (style == RopeStyle::kInterleaved ? 2 * i : i);
+          const int64_t b = h * head_dim + (style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half);
+          const double angle = static_cast<double>(static_cast<float>(pos) * inv_freq[i]);
+          EXPECT_NEAR(got[a], x[a] * std::cos(angle) - x[b] * std::sin(angle), 1e-6) << h << " " << i;
+          EXPECT_NEAR(got[b], x[a] * std::sin(angle) + x[b] * std::cos(angle), 1e-6) << h << " " << i;
+        }
+      }
+      std::vector<float> cos_pos(static_cast<size_t>(half)), sin_pos(static_cast<size_t>(half)), split = x;
+      rope_angles(pos, inv_freq.data(), head_dim, cos_pos.data(), sin_pos.data());
+      rope_rotate(split.data(), n_heads, head_dim, cos_pos.data(), sin_pos.data(), style);
+      EXPECT_EQ(std::memcmp(split.data(), got.data(), got.size() * sizeof(float)), 0);
+    }
+  }
+}
+
 TEST(Ops, Softmax) {
   Rng rng(4);
   for_levels_and_sizes([&](int64_t n) {

@@ -129,7 +129,12 @@ Status validate_weights(const ModelConfig& c, const ModelWeights& w) {
 
 LlamaModel::LlamaModel(ModelConfig config, ModelWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)), packed_(pack_weights(weights_)) {
-  for (int layer = 0; layer < config_.n_layers; ++layer) inv_freq_.push_back(config_.rope_inv_freq_of(layer));
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    std::vector<float> f = config_.rope_inv_freq_of(layer);
+    const auto same = std::find(inv_freq_.begin(), inv_freq_.end(), f);
+    inv_freq_of_layer_.push_back(static_cast<int>(same - inv_freq_.begin()));
+    if (same == inv_freq_.end()) inv_freq_.push_back(std::move(f));
+  }
 }
 
 KvCacheShape LlamaModel::kv_shape(int num_blocks, int block_size, DType dtype, bool split_windows) const {
@@ -212,6 +217,18 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
   if (c.embedding_scale != 1.0f) {
     for (int64_t i = 0; i < T * dim; ++i) x_[i] *= c.embedding_scale;
   }
+  span.emplace(trace_, "rope angles", "op");
+  // Every token's rotary angles, per frequency set: rope_cos_sin_[(set * T + t) * head_dim ...].
+  const int64_t half = c.head_dim / 2;
+  ensure(rope_cos_sin_, static_cast<int64_t>(inv_freq_.size()) * T * c.head_dim);
+  over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
+    for (size_t set = 0; set < inv_freq_.size(); ++set) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        float* cs = rope_cos_sin_.data() + (static_cast<int64_t>(set) * T + t) * c.head_dim;
+        kernels::rope_angles(batch.positions[t], inv_freq_[set].data(), c.head_dim, cs, cs + half);
+      }
+    }
+  });
   span.reset();
 
   // One token's residual: x += proj, proj first RMS-normalised in place by Gemma 2's post-norm.
@@ -245,12 +262,13 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, float* logits
     }
     // LongRoPE's attention factor multiplies cos and sin of q and k, so q.k by its square.
     const float q_factor = c.rope_attn_factor * c.rope_attn_factor;
-    const float* inv_freq = inv_freq_[layer].data();
+    const float* layer_cos_sin = rope_cos_sin_.data() + inv_freq_of_layer_[layer] * T * c.head_dim;
     over_tokens(T, pool, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
         const int32_t pos = batch.positions[t];
-        kernels::rope(q_.data() + t * qd, c.n_heads, c.head_dim, pos, inv_freq, c.rope_style);
-        kernels::rope(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, pos, inv_freq, c.rope_style);
+        const float* cs = layer_cos_sin + t * c.head_dim;
+        kernels::rope_rotate(q_.data() + t * qd, c.n_heads, c.head_dim, cs, cs + half, c.rope_style);
+        kernels::rope_rotate(k_.data() + t * kvd, c.n_kv_heads, c.head_dim, cs, cs + half, c.rope_style);
         if (q_factor != 1.0f) {
           for (int64_t i = 0; i < qd; ++i) q_[t * qd + i] *= q_factor;
         }

@@ -67,9 +67,15 @@ class LlamaModel {
   ModelConfig config_;
   ModelWeights weights_;
   PackedWeights packed_;  // views into weights_
-  std::vector<std::vector<float>> inv_freq_;  // per layer (Gemma 3's local layers rotate apart)
+  // The distinct rotary frequency sets (Gemma 3's local layers rotate apart from its global ones)
+  // and each layer's index into them.
+  std::vector<std::vector<float>> inv_freq_;
+  std::vector<int> inv_freq_of_layer_;
   // Scratch, sized for the largest batch seen: activations [n_tokens, width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, proj_, gate_, up_, logit_in_;
+  // Per frequency set and token: cos then sin of the token's rotary angles [head_dim / 2 each],
+  // computed once per forward pass instead of once per layer.
+  std::vector<float> rope_cos_sin_;
   std::vector<kernels::AttentionRun> runs_;  // the batch as runs of one sequence (attention())
   trace::Recorder* trace_ = nullptr;
   std::vector<const LoraAdapter*> lora_table_;     // distinct adapters of the batch (gather_adapters())
