@@ -103,14 +103,14 @@ def check_steps(events, roots, what):
             fail(f"{what}: step {s['args']['step']}: its parts cover {covered:.3f} us of {s['dur']:.3f} us")
         forward = s["children"][1]
         inside = [c["name"] for c in forward["children"]]
-        want = ["embed"] + [f"layer {l}" for l in range(LAYERS)] + ["head"]
+        want = ["embed", "rope angles"] + [f"layer {l}" for l in range(LAYERS)] + ["head"]
         if inside != want:
             fail(f"{what}: step {s['args']['step']}: forward holds {inside}, want {want}")
-        for layer in forward["children"][1:-1]:
+        for layer in forward["children"][2:-1]:
             ops = [c["name"] for c in layer["children"]]
             if ops != OPS:
                 fail(f"{what}: step {s['args']['step']}: {layer['name']} holds {ops}, want {OPS}")
-    check(True, f"{what}: every step holds schedule, forward (embed, {LAYERS} layers of {', '.join(OPS)}, head), "
+    check(True, f"{what}: every step holds schedule, forward (embed, rope angles, {LAYERS} layers of {', '.join(OPS)}, head), "
           "sample and update, and its parts cover it within 5%")
     return steps
 

@@ -194,17 +194,30 @@ Result<std::vector<RequestOutput>> Engine::step() {
   KOI_RETURN_IF_ERROR(runner_.forward(batch_, logits_.data()));
   const int64_t forward_done_ns = clock_.now_ns();
 
+  // Sampling: each request draws from its own Rng and reads only its own rows, so the requests
+  // go to the runner's threads in any split with the same tokens.
   std::vector<std::vector<SampledToken>> new_tokens(plan.scheduled.size());
+  const auto sample = [&](int64_t begin, int64_t end) {
+    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+      if (first_logit_row_[i] < 0) continue;
+      Request& r = *plan.scheduled[i].request;
+      const size_t num_rows = r.spec_token_ids.size() + 1;
+      const auto rows = std::span<const float>(logits_).subspan(static_cast<size_t>(first_logit_row_[i]) * n_vocab,
+                                                                 num_rows * n_vocab);
+      // Tokens this request may still emit: its max_tokens and the sequence limit.
+      const int budget = std::min(r.params.max_tokens - r.num_output_tokens(), max_model_len() - r.num_tokens());
+      new_tokens[i] = sample_with_drafts(r, rows, static_cast<int>(n_vocab), budget);
+    }
+  };
+  const auto n_scheduled = static_cast<int64_t>(plan.scheduled.size());
+  if (ThreadPool* pool = runner_.pool(); pool != nullptr && n_scheduled > 1) {
+    pool->parallel_for(n_scheduled, sample);
+  } else {
+    sample(0, n_scheduled);
+  }
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     if (first_logit_row_[i] < 0) continue;
-    Request& r = *plan.scheduled[i].request;
-    const size_t num_rows = r.spec_token_ids.size() + 1;
-    const auto rows = std::span<const float>(logits_).subspan(static_cast<size_t>(first_logit_row_[i]) * n_vocab,
-                                                               num_rows * n_vocab);
-    // Tokens this request may still emit: its max_tokens and the sequence limit.
-    const int budget = std::min(r.params.max_tokens - r.num_output_tokens(), max_model_len() - r.num_tokens());
-    new_tokens[i] = sample_with_drafts(r, rows, static_cast<int>(n_vocab), budget);
-    counters_.num_draft_tokens += static_cast<int64_t>(num_rows - 1);
+    counters_.num_draft_tokens += static_cast<int64_t>(plan.scheduled[i].request->spec_token_ids.size());
     counters_.num_accepted_tokens += static_cast<int64_t>(new_tokens[i].size() - 1);
   }
   const int64_t sampled_ns = clock_.now_ns();

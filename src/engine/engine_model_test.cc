@@ -96,6 +96,32 @@ TEST(EngineModelTest, QuantizedKvGreedyIsTheSameAloneAndBatched) {
   }
 }
 
+// Sampling runs on the runner's threads between forward passes (Engine::step): seeded requests
+// at temperature 0.9 draw the same tokens alone on a one-thread runner and batched (12 at once,
+// spread over the threads) on a two-thread one.
+TEST(EngineModelTest, SeededSamplingIsTheSameAloneAndBatchedOnThePool) {
+  std::unique_ptr<model::LlamaModel> model = test_util::random_tiny(6);
+  std::vector<RequestSpec> crowd;
+  for (int i = 0; i < 12; ++i) {
+    SamplingParams p;
+    p.temperature = 0.9f;
+    p.max_tokens = 20;
+    p.ignore_eos = true;
+    p.seed = 100 + i;
+    crowd.push_back({"r" + std::to_string(i), prompt_of(5 + 3 * i, i), p});
+  }
+  std::map<std::string, Ids> alone;
+  for (const RequestSpec& s : crowd) {
+    LlamaRunner runner(*model, 64, kBlockSize, 1);
+    Engine engine(config_with(64, 2048), runner);
+    alone[s.id] = run(engine, {s})[s.id];
+    EXPECT_EQ(alone[s.id].size(), 20u);
+  }
+  LlamaRunner runner(*model, 64, kBlockSize, 2);
+  Engine engine(config_with(64, 2048), runner);
+  EXPECT_EQ(run(engine, crowd), alone);
+}
+
 // Sliding-window layers that keep only their window (LlamaRunner split_windows: the window
 // table of KvCacheManager) give the same greedy tokens as a cache that keeps every block, across
 // chunked prefill, a batch and a prefix-cache hit, while a sequence's blocks stay bounded: its

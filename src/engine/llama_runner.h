@@ -31,6 +31,7 @@ class LlamaRunner final : public ModelRunner {
   model::KvCache* kv_memory() override { return &kv_; }
   void set_trace(trace::Recorder* trace) override { model_.set_trace(trace); }
   int num_threads() const { return pool_.num_threads(); }
+  ThreadPool* pool() override { return &pool_; }
 
  private:
   model::LlamaModel& model_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "base/trace.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -29,6 +30,9 @@ class ModelRunner {
   // Optional: from now on forward() records its parts (layers, ops) as spans on track 0 of
   // `trace`, inside the engine's "forward" span; nullptr stops it. Default: records nothing.
   virtual void set_trace(trace::Recorder* trace) { (void)trace; }
+  // Optional: the runner's threads, which the engine borrows between forward() calls for work
+  // that is independent per request (sampling); null: the engine does that work on its own thread.
+  virtual ThreadPool* pool() { return nullptr; }
 };
 
 }  // namespace koi::engine
