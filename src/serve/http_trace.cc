@@ -31,8 +31,11 @@ void HttpTrace::span(const char* name, int64_t begin, int64_t end, int track, co
 
 HttpTrace::Request::Request(HttpTrace* trace) : trace_(trace && trace->recorder_ ? trace : nullptr) {
   if (!trace_) return;
-  start_ = trace_->clock_.now_ns();
+  // The track first, then the clock: a request that ends on another thread releases its track
+  // after reading its end, so a start read after taking the track never precedes the end of the
+  // track's previous request (their spans could overlap on the track otherwise).
   track_ = trace_->take_track();
+  start_ = trace_->clock_.now_ns();
 }
 
 void HttpTrace::Request::set_id(const std::string& id, bool stream) {
