@@ -143,7 +143,8 @@ double run_groups_with(int acts, const uint8_t* stream, size_t group_bytes) {
 // prefetched into L1 over the passes, as lines_per_step does. kStream as in run_groups.
 // Not yet faithful: compiled here, its float variant computes at about 220 G multiply-adds/s
 // on one core, well below the real tile's in-cache rate, so its figures do not yet reproduce
-// the tile's (bench/README.md, stop 31).
+// the tile's (bench/README.md, stop 31); they also move with how it is compiled and with the
+// minute (stop 32).
 constexpr size_t kPanelBlock = 544;
 constexpr int kTileTokens = 5, kTilePasses = 7;  // 32 tokens in tiles of 5 5 5 5 4 4 4, rounded up
 template <bool kStream, bool kFloat>

@@ -210,7 +210,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     }
   };
   const auto n_scheduled = static_cast<int64_t>(plan.scheduled.size());
-  if (ThreadPool* pool = runner_.pool(); pool != nullptr && n_scheduled > 1) {
+  if (ThreadPool* pool = runner_.pool(); pool != nullptr) {  // parallel_for runs 1 item inline
     pool->parallel_for(n_scheduled, sample);
   } else {
     sample(0, n_scheduled);

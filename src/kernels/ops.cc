@@ -206,15 +206,6 @@ void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_p
   }
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
-          RopeStyle style) {
-  thread_local std::vector<float> cos_pos, sin_pos;
-  cos_pos.resize(static_cast<size_t>(head_dim / 2));
-  sin_pos.resize(static_cast<size_t>(head_dim / 2));
-  rope_angles(pos, inv_freq, head_dim, cos_pos.data(), sin_pos.data());
-  rope_rotate(x, n_heads, head_dim, cos_pos.data(), sin_pos.data(), style);
-}
-
 void softmax(float* x, int64_t n) {
   if (active_isa() != Isa::kPortable) return avx2::softmax(x, n);
   float max = x[0];

@@ -40,16 +40,13 @@ void matmul(const TensorView& w, const float* x, float* y, int64_t n_tokens, Thr
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n values. out may alias x.
 void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
 
-// Rotary position embedding, in place, on n_heads heads of head_dim values at `pos`.
-// inv_freq[i] (head_dim / 2 values) is the rotation frequency of pair i.
-// kInterleaved rotates pairs (2i, 2i+1) (Meta / GGUF "llama" layout); kNeox rotates pairs
+// Rotary position embedding, in two parts, so that a position's angles are computed once for
+// every head and layer that rotates at it. rope_angles: cos_pos[i] = cos(pos * inv_freq[i]) and
+// sin_pos[i] likewise (f32 angle), for the head_dim / 2 pairs; inv_freq[i] is the rotation
+// frequency of pair i. rope_rotate: in place, n_heads heads of head_dim values rotated by those
+// angles. kInterleaved rotates pairs (2i, 2i+1) (Meta / GGUF "llama" layout); kNeox rotates pairs
 // (i, i + head_dim/2) (Hugging Face layout, GGUF "qwen2").
 enum class RopeStyle { kInterleaved, kNeox };
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
-          RopeStyle style);
-// rope() in two parts, for a caller that rotates many heads or layers at one position: the
-// angles once (cos_pos[i] = cos(pos * inv_freq[i]), sin_pos[i] likewise, i < head_dim / 2), then
-// the rotation with them. rope() is the two in a row, so the results are bitwise the same.
 void rope_angles(int64_t pos, const float* inv_freq, int64_t head_dim, float* cos_pos, float* sin_pos);
 void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_pos, const float* sin_pos,
                  RopeStyle style);

@@ -211,11 +211,8 @@ Result<LlamaTrain> LlamaTrain::create(const model::ModelConfig& config, ThreadPo
   m.rope_cos_.resize(static_cast<size_t>(config.max_seq_len * half));
   m.rope_sin_.resize(m.rope_cos_.size());
   for (int64_t pos = 0; pos < config.max_seq_len; ++pos) {
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(pos) * inv_freq[static_cast<size_t>(i)];  // as kernels::rope
-      m.rope_cos_[pos * half + i] = std::cos(angle);
-      m.rope_sin_[pos * half + i] = std::sin(angle);
-    }
+    kernels::rope_angles(pos, inv_freq.data(), config.head_dim, m.rope_cos_.data() + pos * half,
+                         m.rope_sin_.data() + pos * half);
   }
   return m;
 }
