@@ -1,6 +1,7 @@
 // Kernel benchmarks: matmul per weight type at TinyLlama-1.1B shapes, decode (1 token: weight
 // GB/s), batched decode (2-64 tokens, small_*) and prefill (512 tokens: GFLOP/s), plus the
-// machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against;
+// machine's memory read bandwidth and int8 dot-product peak, the bounds they are compared against
+// (with BM_Int8TileMix, the share of that peak the quantized tile's own instructions allow);
 // and the fused attention (prefill and batched decode; compare with BM_FmaPeak in koi_bench_gemm).
 //
 //   build-x/bench/koi_bench_kernels [--isa=portable|avx2|avx512|avx512bf16] [--threads=N]
@@ -133,6 +134,7 @@ BENCHMARK_CAPTURE(BM_Matmul, small_q8_0, DType::kQ8_0)->Apply(small_batches);
 BENCHMARK_CAPTURE(BM_Matmul, small_q4_0, DType::kQ4_0)->Apply(small_batches);
 // The same with the weights in cache: the tiles' own speed, without streaming them from memory.
 BENCHMARK_CAPTURE(BM_Matmul, small_hot_q8_0, DType::kQ8_0, Cache::kHot)->Apply(small_batches);
+BENCHMARK_CAPTURE(BM_Matmul, small_hot_q4_0, DType::kQ4_0, Cache::kHot)->Apply(small_batches);
 
 // The int8 ceiling the quantized matmuls are measured against: every pool thread runs 12
 // independent chains of 512-bit vpdpbusd in registers (64 multiply-adds each), no memory.
@@ -175,6 +177,116 @@ void BM_Int8Peak(benchmark::State& state) {
   state.SetLabel(std::to_string(pool().num_threads()) + " threads");
 }
 BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The ceiling the q8_0 panel tile's instruction mix sets, with no weights to stream: the tile of
+// 2 vectors of 16 rows x 5 tokens (simd_tiles_inl.h, quant_panel_tile<.., 2, 5>) over blocks of
+// 32 values, its weight words read from a 1 KB buffer (L1) and its activation words broadcast
+// from memory, as the tile does. Per block: 80 vpdpbusd, and, with `scales` = 1, the float work
+// the exact-sum contract asks of each (row vector, token): y = fma(float(isum), wd * xd, y), a
+// convert, a multiply and an FMA. Compare GMAC/s with BM_Int8Peak's in the same run.
+// GCC 12's AVX-512 intrinsics use _mm512_undefined_*() temporaries that -Wuninitialized reports
+// once inlined (GCC bug 105593), as simd_tiles_inl.h notes.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(int64_t blocks, bool scales) {
+  constexpr int P = 2, T = 5, kWords = 8;
+  alignas(64) int32_t w[kWords][P][16];
+  alignas(64) int32_t x[kWords][T];
+  int32_t x_sum[T];
+  float xd[T];
+  for (int k = 0; k < kWords; ++k) {
+    for (int p = 0; p < P; ++p) {
+      for (int l = 0; l < 16; ++l) w[k][p][l] = 0x01020304 * (k + p + l);
+    }
+    for (int t = 0; t < T; ++t) x[k][t] = 0x05060708 * (k + t + 1);
+  }
+  for (int t = 0; t < T; ++t) {
+    x_sum[t] = t;
+    xd[t] = 0.01f * static_cast<float>(t + 1);
+  }
+  const __m512 wd[P] = {_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f)};
+  __m512 acc[P][T];
+  __m512i keep[P][T];  // without the float work, each block's isums still leave the tile
+#pragma GCC unroll 2
+  for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 5
+    for (int t = 0; t < T; ++t) {
+      acc[p][t] = _mm512_setzero_ps();
+      keep[p][t] = _mm512_setzero_si512();
+    }
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    asm volatile("" : : : "memory");  // the buffers are read anew each block, as from a panel
+    __m512i isum[P][T];
+#pragma GCC unroll 5
+    for (int t = 0; t < T; ++t) {
+      const __m512i init = _mm512_set1_epi32(-128 * x_sum[t]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) isum[p][t] = init;
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < kWords; ++k) {
+      __m512i wk[P];
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) wk[p] = _mm512_load_si512(w[k][p]);
+#pragma GCC unroll 5
+      for (int t = 0; t < T; ++t) {
+        const __m512i xw = _mm512_set1_epi32(x[k][t]);
+#pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) isum[p][t] = _mm512_dpbusd_epi32(isum[p][t], wk[p], xw);
+      }
+    }
+#pragma GCC unroll 5
+    for (int t = 0; t < T; ++t) {
+      const __m512 d = _mm512_set1_ps(xd[t]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        if (scales) {
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(wd[p], d), acc[p][t]);
+        } else {
+          keep[p][t] = _mm512_xor_si512(keep[p][t], isum[p][t]);
+        }
+      }
+    }
+  }
+  float out = 0.0f;
+  for (int p = 0; p < P; ++p) {
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float f[16];
+      alignas(64) int32_t i[16];
+      _mm512_store_ps(f, acc[p][t]);
+      _mm512_store_si512(i, keep[p][t]);
+      for (int l = 0; l < 16; ++l) out += f[l] + static_cast<float>(i[l]);
+    }
+  }
+  return out;
+}
+#pragma GCC diagnostic pop
+
+void BM_Int8TileMix(benchmark::State& state) {
+  constexpr int64_t kBlocks = 1 << 15;  // 80 vpdpbusd each: 2.6 M per thread per iteration
+  const bool scales = state.range(0) != 0;
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  std::vector<float> out(static_cast<size_t>(pool().num_threads()));
+  std::atomic<int> arrived{0};
+  for (auto _ : state) {
+    arrived.store(0);
+    pool().run([&](int thread_idx, int num_threads) {
+      arrived.fetch_add(1);  // start together, as BM_Int8Peak
+      while (arrived.load() < num_threads) {}
+      out[static_cast<size_t>(thread_idx)] = int8_tile_mix(kBlocks, scales);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(64.0 * 80 * kBlocks * pool().num_threads() * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(pool().num_threads()) + " threads");
+}
+BENCHMARK(BM_Int8TileMix)->ArgName("scales")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // One layer of causal attention in TinyLlama-1.1B's shape (32 query heads, 4 KV heads of 64) over
 // a paged cache of 16-token blocks: a prompt of `tokens` tokens (prefill), or `seqs` sequences of
