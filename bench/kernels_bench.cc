@@ -153,28 +153,36 @@ __attribute__((target("avx512f,avx512vnni"))) void int8_chains(int64_t steps, in
   for (int32_t v : lanes) *out += v;
 }
 
-void BM_Int8Peak(benchmark::State& state) {
-  constexpr int64_t kSteps = 1 << 18;
+// Runs body(thread_idx) on every pool thread at once in each iteration, and reports GMAC/s for
+// macs_per_thread multiply-adds per thread per iteration. For the int8 loops: AVX-512 VNNI only.
+template <class Body>
+void int8_on_every_thread(benchmark::State& state, double macs_per_thread, Body body) {
   if (!__builtin_cpu_supports("avx512vnni")) {
     state.SkipWithError("no AVX-512 VNNI on this CPU");
     return;
   }
-  std::vector<int32_t> out(static_cast<size_t>(pool().num_threads()));
   std::atomic<int> arrived{0};
   for (auto _ : state) {
     arrived.store(0);
     pool().run([&](int thread_idx, int num_threads) {
       // Start together: the pool hands a late worker's item to a thread that is done with its
-      // own, which would measure one core running two chains' worth instead of all cores at once.
+      // own, which would measure one core running two loops' worth instead of all cores at once.
       arrived.fetch_add(1);
       while (arrived.load() < num_threads) {}
-      int8_chains(kSteps, &out[static_cast<size_t>(thread_idx)]);
+      body(thread_idx);
     });
-    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();  // the bodies' results count as read
   }
-  state.counters["GMAC/s"] = benchmark::Counter(64.0 * 12 * kSteps * pool().num_threads() * 1e-9,
+  state.counters["GMAC/s"] = benchmark::Counter(macs_per_thread * pool().num_threads() * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::to_string(pool().num_threads()) + " threads");
+}
+
+void BM_Int8Peak(benchmark::State& state) {
+  constexpr int64_t kSteps = 1 << 18;
+  std::vector<int32_t> out(static_cast<size_t>(pool().num_threads()));
+  int8_on_every_thread(state, 64.0 * 12 * kSteps,
+                       [&](int thread_idx) { int8_chains(kSteps, &out[static_cast<size_t>(thread_idx)]); });
 }
 BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -267,24 +275,10 @@ __attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(int64_t blocks
 void BM_Int8TileMix(benchmark::State& state) {
   constexpr int64_t kBlocks = 1 << 15;  // 80 vpdpbusd each: 2.6 M per thread per iteration
   const bool scales = state.range(0) != 0;
-  if (!__builtin_cpu_supports("avx512vnni")) {
-    state.SkipWithError("no AVX-512 VNNI on this CPU");
-    return;
-  }
   std::vector<float> out(static_cast<size_t>(pool().num_threads()));
-  std::atomic<int> arrived{0};
-  for (auto _ : state) {
-    arrived.store(0);
-    pool().run([&](int thread_idx, int num_threads) {
-      arrived.fetch_add(1);  // start together, as BM_Int8Peak
-      while (arrived.load() < num_threads) {}
-      out[static_cast<size_t>(thread_idx)] = int8_tile_mix(kBlocks, scales);
-    });
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["GMAC/s"] = benchmark::Counter(64.0 * 80 * kBlocks * pool().num_threads() * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(pool().num_threads()) + " threads");
+  int8_on_every_thread(state, 64.0 * 80 * kBlocks, [&](int thread_idx) {
+    out[static_cast<size_t>(thread_idx)] = int8_tile_mix(kBlocks, scales);
+  });
 }
 BENCHMARK(BM_Int8TileMix)->ArgName("scales")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
 
