@@ -188,32 +188,27 @@ BENCHMARK(BM_Int8Peak)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The ceiling the q8_0 panel tile's instruction mix sets, with no weights to stream: the tile of
 // 2 vectors of 16 rows x 5 tokens (simd_tiles_inl.h, quant_panel_tile<.., 2, 5>) over blocks of
-// 32 values, its weight words read from a 1 KB buffer (L1) and its activation words broadcast
-// from memory, as the tile does. Per block: 80 vpdpbusd, and, with `scales` = 1, the float work
-// the exact-sum contract asks of each (row vector, token): y = fma(float(isum), wd * xd, y), a
-// convert, a multiply and an FMA. Compare GMAC/s with BM_Int8Peak's in the same run.
+// 32 values, its weight words and row scales read from a 1 KB buffer (L1) and its activation
+// words broadcast from memory, as the tile does. Per block: 80 vpdpbusd, and, with kScales, the
+// float work the exact-sum contract asks of each (row vector, token): y = fma(float(isum),
+// wd * xd, y), a convert, a multiply and an FMA. Compare GMAC/s with BM_Int8Peak's in the same run.
+struct TileMixData {
+  static constexpr int P = 2, T = 5, kWords = 8;
+  alignas(64) int32_t w[kWords][P][16];  // weight words, 16 rows per vector
+  alignas(64) float wd[P][16];           // the rows' scales
+  int32_t x[kWords][T];                  // activation words
+  int32_t x_sum[T];
+  float xd[T];
+};
+
 // GCC 12's AVX-512 intrinsics use _mm512_undefined_*() temporaries that -Wuninitialized reports
 // once inlined (GCC bug 105593), as simd_tiles_inl.h notes.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(int64_t blocks, bool scales) {
-  constexpr int P = 2, T = 5, kWords = 8;
-  alignas(64) int32_t w[kWords][P][16];
-  alignas(64) int32_t x[kWords][T];
-  int32_t x_sum[T];
-  float xd[T];
-  for (int k = 0; k < kWords; ++k) {
-    for (int p = 0; p < P; ++p) {
-      for (int l = 0; l < 16; ++l) w[k][p][l] = 0x01020304 * (k + p + l);
-    }
-    for (int t = 0; t < T; ++t) x[k][t] = 0x05060708 * (k + t + 1);
-  }
-  for (int t = 0; t < T; ++t) {
-    x_sum[t] = t;
-    xd[t] = 0.01f * static_cast<float>(t + 1);
-  }
-  const __m512 wd[P] = {_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f)};
+template <bool kScales>
+__attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(const TileMixData& d, int64_t blocks) {
+  constexpr int P = TileMixData::P, T = TileMixData::T;
   __m512 acc[P][T];
   __m512i keep[P][T];  // without the float work, each block's isums still leave the tile
 #pragma GCC unroll 2
@@ -225,33 +220,36 @@ __attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(int64_t blocks
     }
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    asm volatile("" : : : "memory");  // the buffers are read anew each block, as from a panel
+    asm volatile("" : : : "memory");  // d is read anew each block, as a panel and activations are
     __m512i isum[P][T];
 #pragma GCC unroll 5
     for (int t = 0; t < T; ++t) {
-      const __m512i init = _mm512_set1_epi32(-128 * x_sum[t]);
+      const __m512i init = _mm512_set1_epi32(-128 * d.x_sum[t]);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) isum[p][t] = init;
     }
 #pragma GCC unroll 8
-    for (int k = 0; k < kWords; ++k) {
+    for (int k = 0; k < TileMixData::kWords; ++k) {
       __m512i wk[P];
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) wk[p] = _mm512_load_si512(w[k][p]);
+      for (int p = 0; p < P; ++p) wk[p] = _mm512_load_si512(d.w[k][p]);
 #pragma GCC unroll 5
       for (int t = 0; t < T; ++t) {
-        const __m512i xw = _mm512_set1_epi32(x[k][t]);
+        const __m512i xw = _mm512_set1_epi32(d.x[k][t]);
 #pragma GCC unroll 2
         for (int p = 0; p < P; ++p) isum[p][t] = _mm512_dpbusd_epi32(isum[p][t], wk[p], xw);
       }
     }
+    __m512 wd[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) wd[p] = _mm512_load_ps(d.wd[p]);
 #pragma GCC unroll 5
     for (int t = 0; t < T; ++t) {
-      const __m512 d = _mm512_set1_ps(xd[t]);
+      const __m512 xd = _mm512_set1_ps(d.xd[t]);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) {
-        if (scales) {
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(wd[p], d), acc[p][t]);
+        if constexpr (kScales) {
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(wd[p], xd), acc[p][t]);
         } else {
           keep[p][t] = _mm512_xor_si512(keep[p][t], isum[p][t]);
         }
@@ -275,9 +273,27 @@ __attribute__((target("avx512f,avx512vnni"))) float int8_tile_mix(int64_t blocks
 void BM_Int8TileMix(benchmark::State& state) {
   constexpr int64_t kBlocks = 1 << 15;  // 80 vpdpbusd each: 2.6 M per thread per iteration
   const bool scales = state.range(0) != 0;
-  std::vector<float> out(static_cast<size_t>(pool().num_threads()));
+  const int threads = pool().num_threads();
+  std::vector<TileMixData> data(static_cast<size_t>(threads));  // one per thread: no shared lines
+  for (TileMixData& d : data) {
+    for (int k = 0; k < TileMixData::kWords; ++k) {
+      for (int p = 0; p < TileMixData::P; ++p) {
+        for (int l = 0; l < 16; ++l) d.w[k][p][l] = 0x01020304 * (k + p + l);
+      }
+      for (int t = 0; t < TileMixData::T; ++t) d.x[k][t] = 0x05060708 * (k + t + 1);
+    }
+    for (int p = 0; p < TileMixData::P; ++p) {
+      for (int l = 0; l < 16; ++l) d.wd[p][l] = 0.001f * static_cast<float>(p * 16 + l + 1);
+    }
+    for (int t = 0; t < TileMixData::T; ++t) {
+      d.x_sum[t] = t;
+      d.xd[t] = 0.01f * static_cast<float>(t + 1);
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(threads));
   int8_on_every_thread(state, 64.0 * 80 * kBlocks, [&](int thread_idx) {
-    out[static_cast<size_t>(thread_idx)] = int8_tile_mix(kBlocks, scales);
+    const TileMixData& d = data[static_cast<size_t>(thread_idx)];
+    out[static_cast<size_t>(thread_idx)] = scales ? int8_tile_mix<true>(d, kBlocks) : int8_tile_mix<false>(d, kBlocks);
   });
 }
 BENCHMARK(BM_Int8TileMix)->ArgName("scales")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
